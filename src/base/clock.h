@@ -1,0 +1,26 @@
+// Monotonic clock helpers. Units are in the names.
+#pragma once
+
+#include <time.h>
+
+#include <cstdint>
+
+namespace podnet {
+
+inline int64_t now_ns() noexcept {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+inline int64_t now_us() noexcept { return now_ns() / 1000; }
+inline int64_t now_ms() noexcept { return now_ns() / 1'000'000; }
+
+inline void cpu_relax() noexcept {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+}  // namespace podnet

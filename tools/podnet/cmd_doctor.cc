@@ -1,0 +1,3 @@
+// placeholder: being written
+#include "commands.h"
+namespace podnet::tool { void add_doctor_command(CLI::App&) {} }
