@@ -1,1 +1,92 @@
-// placeholder: being written
+#include "bootstrap/netif.h"
+
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netinet/in.h>
+
+#include <string_view>
+
+#include "bootstrap/socket_util.h"
+
+namespace podnet::bootstrap {
+namespace {
+
+std::string describe(const std::vector<NetIf>& ifs) {
+  if (ifs.empty()) return "none";
+  std::string out;
+  for (const NetIf& i : ifs) {
+    if (!out.empty()) out += ", ";
+    out += fmt::format("{} {}{}{}", i.name, i.ipv4, i.up ? "" : " down", i.loopback ? " loopback" : "");
+  }
+  return out;
+}
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+
+// The first up interface accepted by `match`, non-loopback ones first: a prefix or an
+// exclusion that happens to cover lo should still prefer a real link.
+template <typename Match>
+const NetIf* first_up(const std::vector<NetIf>& ifs, Match match) {
+  for (bool want_loopback : {false, true})
+    for (const NetIf& i : ifs)
+      if (i.up && i.loopback == want_loopback && match(i)) return &i;
+  return nullptr;
+}
+
+}  // namespace
+
+Result<std::vector<NetIf>> list_interfaces() {
+  ifaddrs* head = nullptr;
+  if (getifaddrs(&head) != 0) return Status::Unavailable("getifaddrs: {}", errno_text(errno));
+  std::vector<NetIf> out;
+  for (ifaddrs* a = head; a != nullptr; a = a->ifa_next) {
+    if (a->ifa_addr == nullptr || a->ifa_addr->sa_family != AF_INET) continue;
+    char ip[INET_ADDRSTRLEN] = {};
+    inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(a->ifa_addr)->sin_addr, ip, sizeof ip);
+    out.push_back({a->ifa_name, ip, (a->ifa_flags & IFF_LOOPBACK) != 0, (a->ifa_flags & IFF_UP) != 0});
+  }
+  freeifaddrs(head);
+  return out;
+}
+
+Result<NetIf> select_interface(const std::vector<NetIf>& ifs, const std::string& spec) {
+  if (trim(spec).empty()) {
+    if (const NetIf* i = first_up(ifs, [](const NetIf&) { return true; })) return *i;
+    return Status::Unavailable("no IPv4 interface is up (interfaces: {})", describe(ifs));
+  }
+  std::string_view rest = spec;
+  std::string notes;  // why named interfaces were passed over, for the error
+  while (true) {
+    size_t comma = rest.find(',');
+    std::string_view item = trim(rest.substr(0, comma));
+    char kind = item.empty() ? '\0' : item.front();
+    std::string_view arg = kind == '^' || kind == '!' ? item.substr(1) : item;
+    if (arg.empty())
+      return Status::InvalidArgument("interface spec \"{}\": empty entry \"{}\" (use name, ^prefix or !prefix)", spec,
+                                     item);
+    const NetIf* found = nullptr;
+    if (kind == '^') {
+      found = first_up(ifs, [&](const NetIf& i) { return std::string_view(i.name).starts_with(arg); });
+    } else if (kind == '!') {
+      found = first_up(ifs, [&](const NetIf& i) { return !std::string_view(i.name).starts_with(arg); });
+    } else {
+      for (const NetIf& i : ifs)
+        if (i.name == arg && (found == nullptr || (!found->up && i.up))) found = &i;
+      if (found != nullptr && !found->up) {
+        notes += fmt::format("; {} is down", arg);
+        found = nullptr;
+      }
+    }
+    if (found != nullptr) return *found;
+    if (comma == std::string_view::npos) break;
+    rest = rest.substr(comma + 1);
+  }
+  return Status::Unavailable("no up IPv4 interface matches \"{}\"{} (interfaces: {})", spec, notes, describe(ifs));
+}
+
+}  // namespace podnet::bootstrap

@@ -1,7 +1,7 @@
 // Rendezvous store: a small key/value server that the launcher or rank 0 embeds, and the
 // client every rank uses to exchange addresses (like torch's TCPStore).
 //
-// Protocol: length-prefixed binary frames over TCP, validated field by field (see store.cc).
+// Protocol: length-prefixed binary frames over TCP, validated field by field (see store_wire.h).
 // Keys and values are byte strings. Blocking behaviour and timeouts are stated per call.
 // Thread-safety: StoreServer is internally synchronised; a StoreClient may be used from one
 // thread at a time (create one per thread if needed).

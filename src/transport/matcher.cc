@@ -1,1 +1,128 @@
-// placeholder: being written
+#include "transport/matcher.h"
+
+#include <cstring>
+
+#include "transport/request.h"
+
+namespace podnet::detail {
+
+std::optional<PostedRecv> TagMatcher::match_incoming(const std::shared_ptr<UnexpectedMsg>& msg) {
+  std::lock_guard lk(mu_);
+  for (auto it = posted_.begin(); it != posted_.end(); ++it) {
+    if (it->matches(msg->tag)) {
+      PostedRecv r = std::move(*it);
+      posted_.erase(it);
+      return r;
+    }
+  }
+  unexpected_.push_back(msg);
+  return std::nullopt;
+}
+
+std::optional<PostedRecv> TagMatcher::finish_unexpected(UnexpectedMsg& msg) {
+  std::lock_guard lk(mu_);
+  msg.complete = true;
+  if (!msg.attached) return std::nullopt;
+  // The receive took this message while it arrived: it leaves the queue now.
+  for (auto it = unexpected_.begin(); it != unexpected_.end(); ++it) {
+    if (it->get() == &msg) {
+      unexpected_.erase(it);
+      break;
+    }
+  }
+  std::optional<PostedRecv> r = std::move(msg.attached);
+  msg.attached.reset();
+  return r;
+}
+
+std::shared_ptr<UnexpectedMsg> TagMatcher::post(PostedRecv recv) {
+  std::unique_lock lk(mu_);
+  for (auto it = unexpected_.begin(); it != unexpected_.end(); ++it) {
+    UnexpectedMsg& m = **it;
+    if (m.attached || !recv.matches(m.tag)) continue;
+    if (!m.rendezvous && !m.complete) {
+      m.attached = std::move(recv);  // finish_unexpected hands it back when the payload is in
+      return nullptr;
+    }
+    std::shared_ptr<UnexpectedMsg> found = std::move(*it);
+    unexpected_.erase(it);
+    return found;
+  }
+  if (!failed_.ok()) {
+    Status st = failed_;
+    lk.unlock();
+    recv.req->complete(st);
+    return nullptr;
+  }
+  posted_.push_back(std::move(recv));
+  return nullptr;
+}
+
+std::shared_ptr<RequestState> TagMatcher::notify_incoming(uint64_t imm) {
+  std::lock_guard lk(mu_);
+  if (!posted_notify_.empty()) {
+    auto r = std::move(posted_notify_.front());
+    posted_notify_.pop_front();
+    return r;
+  }
+  unexpected_notify_.push_back(imm);
+  return nullptr;
+}
+
+std::optional<uint64_t> TagMatcher::post_notify(std::shared_ptr<RequestState> req) {
+  std::unique_lock lk(mu_);
+  if (!unexpected_notify_.empty()) {
+    uint64_t v = unexpected_notify_.front();
+    unexpected_notify_.pop_front();
+    return v;
+  }
+  if (!failed_.ok()) {
+    Status st = failed_;
+    lk.unlock();
+    req->complete(st);
+    return std::nullopt;
+  }
+  posted_notify_.push_back(std::move(req));
+  return std::nullopt;
+}
+
+void TagMatcher::fail(const Status& status) {
+  std::list<PostedRecv> posted;
+  std::deque<std::shared_ptr<RequestState>> notify;
+  std::vector<PostedRecv> attached;
+  {
+    std::lock_guard lk(mu_);
+    if (!failed_.ok()) return;
+    failed_ = status;
+    posted.swap(posted_);
+    notify.swap(posted_notify_);
+    // Messages still arriving will never finish; neither will receives waiting on them.
+    // Rendezvous announcements and half-arrived payloads will never finish after the peer
+    // died; complete messages stay deliverable.
+    for (auto it = unexpected_.begin(); it != unexpected_.end();) {
+      if ((*it)->rendezvous || !(*it)->complete) {
+        if ((*it)->attached) attached.push_back(std::move(*(*it)->attached));
+        it = unexpected_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  for (auto& r : attached) r.req->complete(status);
+  for (auto& r : posted) r.req->complete(status);
+  for (auto& r : notify) r->complete(status);
+}
+
+void deliver_eager(const PostedRecv& recv, const std::byte* data, size_t length, uint64_t tag) {
+  if (length > recv.capacity) {
+    recv.req->complete(Status::InvalidArgument("{} seq {}: message of {} bytes (tag {}) exceeds the receive buffer of {} bytes",
+                                               recv.req->op(), recv.req->seq(), length, tag, recv.capacity));
+    return;
+  }
+  if (length > 0) std::memcpy(recv.buf, data, length);
+  recv.req->bytes = length;
+  recv.req->tag = tag;
+  recv.req->complete(Status::Ok());
+}
+
+}  // namespace podnet::detail

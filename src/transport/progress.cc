@@ -1,1 +1,163 @@
-// placeholder: being written
+#include "transport/progress.h"
+
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "base/clock.h"
+#include "base/log.h"
+#include "transport/futex.h"
+#include "transport/request.h"
+
+namespace podnet::detail {
+namespace {
+// The background thread stays out of epoll this long after the last waiter left, so a
+// ping-pong loop that waits again right away does not have to kick it out every time.
+constexpr int64_t kParkGraceNs = 2'000'000;
+// A blocked waiter re-checks its request at least this often.
+constexpr int kBlockSliceMs = 5;
+}  // namespace
+
+Result<std::unique_ptr<ProgressEngine>> ProgressEngine::create(const Options& options) {
+  std::unique_ptr<ProgressEngine> e(new ProgressEngine(options));
+  e->epfd_ = epoll_create1(EPOLL_CLOEXEC);
+  if (e->epfd_ < 0) return Status::Unavailable("epoll_create1: {}", std::strerror(errno));
+  e->wakefd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (e->wakefd_ < 0) return Status::Unavailable("eventfd: {}", std::strerror(errno));
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.ptr = nullptr;  // nullptr marks the wake-up fd
+  if (epoll_ctl(e->epfd_, EPOLL_CTL_ADD, e->wakefd_, &ev) != 0)
+    return Status::Unavailable("epoll_ctl(eventfd): {}", std::strerror(errno));
+  return e;
+}
+
+ProgressEngine::~ProgressEngine() {
+  stop();
+  if (wakefd_ >= 0) close(wakefd_);
+  if (epfd_ >= 0) close(epfd_);
+}
+
+Status ProgressEngine::add(int fd, uint32_t events, EventHandler* handler) {
+  epoll_event ev{};
+  ev.events = events;
+  ev.data.ptr = handler;
+  if (epoll_ctl(epfd_, EPOLL_CTL_ADD, fd, &ev) != 0)
+    return Status::Internal("epoll_ctl(add fd {}): {}", fd, std::strerror(errno));
+  return {};
+}
+
+void ProgressEngine::modify(int fd, uint32_t events, EventHandler* handler) {
+  epoll_event ev{};
+  ev.events = events;
+  ev.data.ptr = handler;
+  if (epoll_ctl(epfd_, EPOLL_CTL_MOD, fd, &ev) != 0)
+    PODNET_ERROR(kNet, "epoll_ctl(mod fd {}): {}", fd, std::strerror(errno));
+}
+
+void ProgressEngine::remove(int fd) { epoll_ctl(epfd_, EPOLL_CTL_DEL, fd, nullptr); }
+
+void ProgressEngine::add_housekeeping(std::function<void()> fn) { housekeeping_.push_back(std::move(fn)); }
+
+void ProgressEngine::start() {
+  if (running_.exchange(true)) return;
+  thread_ = std::thread([this] { background_loop(); });
+}
+
+void ProgressEngine::stop() {
+  if (!running_.exchange(false)) return;
+  park_word_.fetch_add(1);
+  futex_wake_all(&park_word_);
+  wake();
+  if (thread_.joinable()) thread_.join();
+}
+
+void ProgressEngine::wake() {
+  uint64_t one = 1;
+  ssize_t n = write(wakefd_, &one, sizeof one);
+  (void)n;  // EAGAIN means a wake-up is already pending
+}
+
+int ProgressEngine::poll(int timeout_ms) {
+  epoll_event events[64];
+  int n = epoll_wait(epfd_, events, 64, timeout_ms);
+  if (n < 0) {
+    if (errno != EINTR) PODNET_ERROR(kNet, "epoll_wait: {}", std::strerror(errno));
+    return 0;
+  }
+  for (int i = 0; i < n; ++i) {
+    auto* h = static_cast<EventHandler*>(events[i].data.ptr);
+    if (h == nullptr) {
+      uint64_t v;
+      ssize_t r = read(wakefd_, &v, sizeof v);
+      (void)r;
+      continue;
+    }
+    h->on_event(events[i].events);
+  }
+  return n;
+}
+
+Status ProgressEngine::wait(RequestState& req, int64_t deadline_ns) {
+  if (req.done()) return req.status();
+  fg_waiters_.fetch_add(1, std::memory_order_acq_rel);
+  if (bg_polling_.load(std::memory_order_acquire)) wake();  // get the background thread out of epoll
+  const int64_t start = now_ns();
+  int64_t now = start;
+  const int64_t spin_end = options_.busy_poll ? deadline_ns : now + options_.spin_us * 1000ll;
+  while (!req.done() && now < spin_end && now < deadline_ns) {
+    poll(0);
+    now = now_ns();
+  }
+  while (!req.done() && now < deadline_ns) {
+    int64_t left_ms = (deadline_ns - now + 999'999) / 1'000'000;
+    int slice = static_cast<int>(std::min<int64_t>(left_ms, kBlockSliceMs));
+    if (block_mu_.try_lock()) {
+      if (!req.done()) poll(slice);
+      block_mu_.unlock();
+    } else {
+      // Another thread is blocked in epoll and will complete our request if it can.
+      req.block_for(std::min<int64_t>(deadline_ns - now, 1'000'000));
+      poll(0);
+    }
+    now = now_ns();
+  }
+  fg_last_exit_ns_.store(now_ns(), std::memory_order_release);
+  fg_waiters_.fetch_sub(1, std::memory_order_acq_rel);
+  if (!req.done()) {
+    return Status::Timeout("{} seq {} not complete after waiting {} ms", req.op(), req.seq(),
+                           (now - start) / 1'000'000);
+  }
+  return req.status();
+}
+
+void ProgressEngine::background_loop() {
+  int64_t next_tick = now_ns();
+  while (running_.load(std::memory_order_acquire)) {
+    int64_t now = now_ns();
+    if (now >= next_tick) {
+      for (auto& fn : housekeeping_) fn();
+      next_tick = now + options_.tick_ms * 1'000'000ll;
+    }
+    int64_t until_tick_ms = std::max<int64_t>(1, (next_tick - now) / 1'000'000);
+    bool waiters = fg_waiters_.load(std::memory_order_acquire) > 0 ||
+                   now - fg_last_exit_ns_.load(std::memory_order_acquire) < kParkGraceNs;
+    if (waiters) {
+      // A user thread is driving progress; stay out of its way.
+      uint32_t w = park_word_.load();
+      futex_wait(&park_word_, w, std::min<int64_t>(until_tick_ms * 1'000'000, kParkGraceNs));
+      continue;
+    }
+    bg_polling_.store(true, std::memory_order_release);
+    if (fg_waiters_.load(std::memory_order_acquire) == 0) {
+      std::lock_guard lk(block_mu_);
+      poll(static_cast<int>(until_tick_ms));
+    }
+    bg_polling_.store(false, std::memory_order_release);
+  }
+}
+
+}  // namespace podnet::detail

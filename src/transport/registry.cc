@@ -1,1 +1,65 @@
-// placeholder: being written
+#include "transport/registry.h"
+
+#include <mutex>
+#include <random>
+#include <thread>
+
+namespace podnet::detail {
+namespace {
+std::string_view access_name(Access a) {
+  switch (static_cast<uint32_t>(a)) {
+    case 0: return "none";
+    case 1: return "remote-read";
+    case 2: return "remote-write";
+    case 3: return "remote-read|remote-write";
+  }
+  return "?";
+}
+}  // namespace
+
+Result<std::shared_ptr<RegionState>> MemoryRegistry::add(void* ptr, size_t len, Access access) {
+  if (ptr == nullptr && len != 0) return Status::InvalidArgument("register_memory: null pointer with length {}", len);
+  auto r = std::make_shared<RegionState>();
+  r->base = static_cast<std::byte*>(ptr);
+  r->length = len;
+  r->access = access;
+  r->owner = owner_;
+  r->registry = shared_from_this();
+  std::unique_lock lk(mu_);
+  // Keys are unguessable (random high bits) so a stale or forged key is refused, and
+  // unique (a counter in the low bits) so a reused key never aliases a new region.
+  static thread_local std::mt19937_64 rng{std::random_device{}()};
+  r->key = (rng() & ~0xFFFFFull) | (++next_ & 0xFFFFF);
+  regions_[r->key] = r;
+  return r;
+}
+
+void MemoryRegistry::remove(RegionState& region) {
+  {
+    std::unique_lock lk(mu_);
+    if (!region.registered.exchange(false)) return;
+    regions_.erase(region.key);
+  }
+  // New operations can no longer find the key; wait out the ones in flight. They are bounded
+  // by a single frame's payload, so this is short.
+  while (region.inflight.load(std::memory_order_acquire) > 0) std::this_thread::yield();
+}
+
+Result<RegionPin> MemoryRegistry::acquire(uint64_t key, uint64_t addr, uint64_t len, Access wanted) {
+  std::shared_lock lk(mu_);
+  auto it = regions_.find(key);
+  if (it == regions_.end())
+    return Status::AccessDenied("key {:#x} is not registered at the target (wrong key, or the region was deregistered)", key);
+  RegionState& r = *it->second;
+  uint64_t base = reinterpret_cast<uint64_t>(r.base);
+  if (addr < base || len > r.length || addr - base > r.length - len)
+    return Status::AccessDenied("[{:#x}, +{}) is outside the region [{:#x}, +{}) of key {:#x}", addr, len, base,
+                                r.length, key);
+  if (!has_access(r.access, wanted))
+    return Status::AccessDenied("region of key {:#x} grants {}, the operation needs {}", key, access_name(r.access),
+                                access_name(wanted));
+  r.inflight.fetch_add(1, std::memory_order_acquire);
+  return RegionPin(it->second);
+}
+
+}  // namespace podnet::detail

@@ -1,1 +1,56 @@
-// placeholder: being written
+#include "transport/request.h"
+
+#include "transport/futex.h"
+
+namespace podnet::detail {
+
+void RequestState::complete(Status status) {
+  std::function<void(const Status&)> cb;
+  {
+    std::lock_guard lk(mu_);
+    if (done_.load(std::memory_order_relaxed)) return;
+    status_ = std::move(status);
+    cb = std::move(callback_);
+    done_.store(1, std::memory_order_release);
+  }
+  futex_wake_all(&done_);
+  if (cb) cb(status_);
+}
+
+void RequestState::part_done(const Status& status) {
+  if (!status.ok()) {
+    std::lock_guard lk(mu_);
+    if (first_error_.ok()) first_error_ = status;
+  }
+  if (parts_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+    Status st;
+    {
+      std::lock_guard lk(mu_);
+      st = first_error_;
+    }
+    complete(std::move(st));
+  }
+}
+
+Status RequestState::status() const {
+  if (!done()) return Status::Internal("{} seq {}: status read before completion", op_, seq_);
+  std::lock_guard lk(mu_);
+  return status_;
+}
+
+void RequestState::on_complete(std::function<void(const Status&)> cb) {
+  {
+    std::lock_guard lk(mu_);
+    if (!done_.load(std::memory_order_relaxed)) {
+      callback_ = std::move(cb);
+      return;
+    }
+  }
+  cb(status_);
+}
+
+void RequestState::block_for(int64_t timeout_ns) {
+  if (!done()) futex_wait(&done_, 0, timeout_ns);
+}
+
+}  // namespace podnet::detail

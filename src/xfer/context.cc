@@ -1,1 +1,133 @@
-// placeholder: being written
+#include "xfer/context_impl.h"
+
+#include <unistd.h>
+
+#include <charconv>
+#include <random>
+
+#include "base/clock.h"
+#include "base/log.h"
+#include "bootstrap/netif.h"
+#include "xfer/endpoint_impl.h"
+
+namespace podnet {
+
+Result<std::unique_ptr<Context>> Context::create(const ContextOptions& options) {
+  return detail::ContextImpl::create(options);
+}
+
+namespace detail {
+
+std::string format_address(const PeerAddress& a) {
+  return fmt::format("podnet1;id={:x};rank={};host={};tcp={}", a.id, a.rank, a.host, a.tcp);
+}
+
+Result<PeerAddress> parse_address(std::string_view blob) {
+  constexpr std::string_view kPrefix = "podnet1;";
+  if (blob.substr(0, kPrefix.size()) != kPrefix)
+    return Status::InvalidArgument("not a podnet address (expected 'podnet1;...'): '{}'", blob.substr(0, 40));
+  PeerAddress a;
+  std::string_view rest = blob.substr(kPrefix.size());
+  while (!rest.empty()) {
+    size_t semi = rest.find(';');
+    std::string_view field = rest.substr(0, semi);
+    rest = semi == std::string_view::npos ? "" : rest.substr(semi + 1);
+    size_t eq = field.find('=');
+    if (eq == std::string_view::npos) return Status::InvalidArgument("bad address field '{}'", field);
+    std::string_view k = field.substr(0, eq), v = field.substr(eq + 1);
+    if (k == "id") {
+      auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), a.id, 16);
+      if (ec != std::errc() || p != v.data() + v.size()) return Status::InvalidArgument("bad address id '{}'", v);
+    } else if (k == "rank") {
+      auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), a.rank);
+      if (ec != std::errc() || p != v.data() + v.size()) return Status::InvalidArgument("bad address rank '{}'", v);
+    } else if (k == "host") {
+      a.host = v;
+    } else if (k == "tcp") {
+      a.tcp = v;
+    }  // unknown fields are skipped: newer peers may add transports
+  }
+  if (a.id == 0 || a.tcp.empty()) return Status::InvalidArgument("address lacks id or tcp: '{}'", blob);
+  return a;
+}
+
+Result<std::unique_ptr<Context>> ContextImpl::create(const ContextOptions& options) {
+  int64_t t0 = now_ns();
+  PODNET_RETURN_IF_ERROR(load_config());
+  std::unique_ptr<ContextImpl> c(new ContextImpl());
+  c->config_ = config();
+  c->rank_ = options.rank >= 0 ? options.rank : c->config_.rank;
+  if (c->rank_ >= 0) log::set_rank(c->rank_);
+  std::random_device rd;
+  c->id_ = (static_cast<uint64_t>(rd()) << 32 | rd()) | 1;
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  c->hostname_ = host;
+  if (c->config_.transport != "auto" && c->config_.transport != "tcp")
+    return Status::InvalidArgument("PODNET_TRANSPORT='{}': available transports are auto, tcp", c->config_.transport);
+
+  std::string bind = options.bind_address;
+  if (bind.empty()) {
+    PODNET_ASSIGN_OR_RETURN(auto ifs, bootstrap::list_interfaces());
+    PODNET_ASSIGN_OR_RETURN(auto nif, bootstrap::select_interface(ifs, c->config_.ifname));
+    bind = nif.ipv4;
+    PODNET_INFO(kXfer, "using interface {} ({}) (PODNET_IFNAME='{}')", nif.name, nif.ipv4, c->config_.ifname);
+  }
+  ProgressEngine::Options po;
+  po.spin_us = c->config_.spin_us;
+  po.busy_poll = c->config_.busy_poll;
+  PODNET_ASSIGN_OR_RETURN(c->engine_, ProgressEngine::create(po));
+  c->registry_ = std::make_shared<MemoryRegistry>(c->id_);
+  tcp::TcpOptions to;
+  to.streams = c->config_.tcp_streams;
+  to.stripe_min = c->config_.tcp_stripe_min;
+  to.chunk = c->config_.tcp_chunk;
+  to.eager_max = c->config_.tcp_eager_max;
+  to.sndbuf = c->config_.tcp_sndbuf;
+  to.rcvbuf = c->config_.tcp_rcvbuf;
+  to.heartbeat_ms = c->config_.heartbeat_ms;
+  to.peer_timeout_ms = c->config_.peer_timeout_ms;
+  to.connect_timeout_ms = c->config_.connect_timeout_ms;
+  if (to.chunk < 4096) return Status::InvalidArgument("PODNET_TCP_CHUNK={} must be at least 4096", to.chunk);
+  PODNET_ASSIGN_OR_RETURN(c->tcp_, tcp::TcpTransport::create(*c->engine_, *c->registry_, c->id_, c->rank_, bind,
+                                                             options.port, to));
+  c->engine_->start();
+  PODNET_INFO(kXfer, "context ready in {} us: tcp {} ({} streams)", (now_ns() - t0) / 1000, c->tcp_->address(),
+              to.streams);
+  return std::unique_ptr<Context>(std::move(c));
+}
+
+ContextImpl::~ContextImpl() {
+  if (tcp_) tcp_->shutdown();
+  if (engine_) engine_->stop();
+  {
+    std::lock_guard lk(mu_);
+    endpoints_.clear();
+  }
+  tcp_.reset();
+  engine_.reset();
+}
+
+std::string ContextImpl::address() const {
+  return format_address(PeerAddress{id_, rank_, hostname_, tcp_->address()});
+}
+
+Result<MemoryRegion> ContextImpl::register_memory(void* ptr, size_t len, Access access) {
+  PODNET_ASSIGN_OR_RETURN(auto state, registry_->add(ptr, len, access));
+  return MemoryRegion(std::move(state));
+}
+
+Result<std::shared_ptr<Endpoint>> ContextImpl::connect(std::string_view peer_address) {
+  PODNET_ASSIGN_OR_RETURN(auto a, parse_address(peer_address));
+  std::lock_guard lk(mu_);
+  auto it = endpoints_.find(a.id);
+  if (it != endpoints_.end()) return it->second;
+  auto te = tcp_->connect(a.id, a.rank, a.tcp);
+  if (!te.ok()) return te.status().with_context("connect to rank {} ({})", a.rank, a.tcp);
+  auto ep = std::make_shared<EndpointImpl>(std::move(te).value(), "tcp", engine_.get());
+  endpoints_[a.id] = ep;
+  return std::shared_ptr<Endpoint>(ep);
+}
+
+}  // namespace detail
+}  // namespace podnet

@@ -1,1 +1,40 @@
-// placeholder: being written
+#include <podnet/xfer.h>
+
+#include "base/clock.h"
+#include "transport/progress.h"
+#include "transport/request.h"
+
+namespace podnet {
+
+bool Request::test() {
+  if (!state_) return false;
+  if (state_->done()) return true;
+  if (state_->engine()) state_->engine()->poll(0);
+  return state_->done();
+}
+
+bool Request::done() const noexcept { return state_ && state_->done(); }
+
+Status Request::wait(std::chrono::nanoseconds timeout) {
+  if (!state_) return Status::InvalidArgument("wait on an invalid request");
+  if (state_->done()) return state_->status();
+  int64_t deadline = now_ns() + timeout.count();
+  if (timeout.count() < 0 || deadline < 0) deadline = INT64_MAX;
+  return state_->engine()->wait(*state_, deadline);
+}
+
+Status Request::status() const {
+  if (!state_) return Status::InvalidArgument("status of an invalid request");
+  return state_->status();
+}
+
+size_t Request::bytes() const { return state_ ? state_->bytes : 0; }
+uint64_t Request::tag() const { return state_ ? state_->tag : 0; }
+uint64_t Request::imm() const { return state_ ? state_->imm : 0; }
+uint64_t Request::seq() const { return state_ ? state_->seq() : 0; }
+
+void Request::on_complete(std::function<void(const Status&)> callback) {
+  if (state_) state_->on_complete(std::move(callback));
+}
+
+}  // namespace podnet

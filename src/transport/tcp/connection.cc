@@ -1,1 +1,477 @@
-// placeholder: being written
+#include "transport/tcp/connection.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "base/clock.h"
+#include "base/log.h"
+#include "transport/request.h"
+#include "transport/tcp/endpoint.h"
+#include "transport/tcp/transport.h"
+
+namespace podnet::tcp {
+namespace {
+constexpr size_t kRxBufSize = 64 * 1024;
+// Payload remainders at least this large are received straight into their destination;
+// smaller ones go through the receive buffer so that one recv() also picks up the frames
+// behind them.
+constexpr uint64_t kDirectMin = 8 * 1024;
+constexpr int kMaxIov = 64;
+constexpr int kReadBudget = 32;
+}  // namespace
+
+Connection::Connection(TcpTransport* transport, bool outgoing, int stream)
+    : transport_(transport), outgoing_(outgoing), stream_(stream),
+      state_(outgoing ? State::kConnecting : State::kHandshake), rxbuf_(kRxBufSize) {}
+
+Connection::~Connection() {
+  if (fd_ >= 0) close(fd_);
+}
+
+Status Connection::open_socket() {
+  fd_ = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd_ < 0) return Status::Unavailable("socket: {}", std::strerror(errno));
+  const auto& o = transport_->options();
+  int one = 1;
+  setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  if (o.sndbuf > 0) {
+    int v = static_cast<int>(o.sndbuf);
+    setsockopt(fd_, SOL_SOCKET, SO_SNDBUF, &v, sizeof v);
+  }
+  if (o.rcvbuf > 0) {
+    int v = static_cast<int>(o.rcvbuf);
+    setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &v, sizeof v);
+  }
+  return {};
+}
+
+Status Connection::start_connect(const std::string& host, uint16_t port, int64_t deadline_ns) {
+  host_ = host;
+  port_ = port;
+  remote_ = fmt::format("{}:{}", host, port);
+  connect_deadline_ns_ = deadline_ns;
+  backoff_ns_ = 5'000'000;
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons(port);
+  if (inet_pton(AF_INET, host.c_str(), &sa.sin_addr) != 1)
+    return Status::InvalidArgument("'{}' is not an IPv4 address", host);
+  std::lock_guard rx(rx_mu_);
+  std::lock_guard tx(tx_mu_);
+  PODNET_RETURN_IF_ERROR(open_socket());
+  state_.store(State::kConnecting);
+  int rc = connect(fd_, reinterpret_cast<sockaddr*>(&sa), sizeof sa);
+  if (rc != 0 && errno != EINPROGRESS) {
+    last_connect_error_ = Status::Unavailable("connect: {}", std::strerror(errno));
+    close(fd_);
+    fd_ = -1;
+    state_.store(State::kBackoff);
+    retry_at_ns_ = now_ns() + backoff_ns_;
+    return {};
+  }
+  return transport_->engine().add(fd_, EPOLLIN | EPOLLOUT, this);
+}
+
+Status Connection::adopt(int fd, std::string remote) {
+  fd_ = fd;
+  remote_ = std::move(remote);
+  int one = 1;
+  setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  handshake_deadline_ns_ = now_ns() + 10'000'000'000ll;
+  last_rx_ns_.store(now_ns());
+  state_.store(State::kHandshake);
+  return transport_->engine().add(fd_, EPOLLIN, this);
+}
+
+void Connection::on_connected() {
+  // Called with both locks held after the non-blocking connect finished.
+  int err = 0;
+  socklen_t len = sizeof err;
+  getsockopt(fd_, SOL_SOCKET, SO_ERROR, &err, &len);
+  if (err != 0) {
+    last_connect_error_ = Status::Unavailable("connect: {}", std::strerror(err));
+    transport_->engine().remove(fd_);
+    close(fd_);
+    fd_ = -1;
+    retry_at_ns_ = now_ns() + backoff_ns_;
+    backoff_ns_ = std::min<int64_t>(backoff_ns_ * 2, 500'000'000);
+    state_.store(State::kBackoff);
+    return;
+  }
+  state_.store(State::kHandshake);
+  handshake_deadline_ns_ = connect_deadline_ns_;
+  last_rx_ns_.store(now_ns());
+  // The hello goes first, ahead of anything already queued.
+  std::string body = transport_->hello_body(stream_, endpoint());
+  FrameHeader h;
+  h.type = FrameType::kHello;
+  h.length = body.size();
+  TxItem item;
+  encode_header(h, item.hdr);
+  item.owned = std::make_shared<std::string>(std::move(body));
+  item.payload = reinterpret_cast<const std::byte*>(item.owned->data());
+  item.length = item.owned->size();
+  txq_.push_front(std::move(item));
+  transport_->engine().modify(fd_, EPOLLIN, this);
+  want_out_ = false;
+  flush();
+}
+
+void Connection::mark_open() {
+  std::lock_guard tx(tx_mu_);
+  if (state_.load() == State::kClosed) return;
+  state_.store(State::kOpen);
+  flush();
+}
+
+void Connection::post(const FrameHeader& h, const void* payload, size_t len,
+                      std::shared_ptr<detail::RequestState> part, std::shared_ptr<void> hold) {
+  std::lock_guard tx(tx_mu_);
+  if (state_.load() == State::kClosed) {
+    if (part) part->part_done(Status::PeerFailed("connection to {} is closed", remote_));
+    return;
+  }
+  TxItem item;
+  encode_header(h, item.hdr);
+  item.payload = static_cast<const std::byte*>(payload);
+  item.length = len;
+  item.part = std::move(part);
+  item.hold = std::move(hold);
+  txq_.push_back(std::move(item));
+  flush();
+}
+
+void Connection::post_text(FrameHeader h, std::string text) {
+  std::lock_guard tx(tx_mu_);
+  if (state_.load() == State::kClosed) return;
+  h.length = text.size();
+  TxItem item;
+  encode_header(h, item.hdr);
+  item.owned = std::make_shared<std::string>(std::move(text));
+  item.payload = reinterpret_cast<const std::byte*>(item.owned->data());
+  item.length = item.owned->size();
+  txq_.push_back(std::move(item));
+  flush();
+}
+
+void Connection::set_want_out(bool want) {
+  if (want == want_out_ || fd_ < 0) return;
+  want_out_ = want;
+  transport_->engine().modify(fd_, want ? (EPOLLIN | EPOLLOUT) : EPOLLIN, this);
+}
+
+void Connection::flush() {
+  State st = state_.load();
+  if (st == State::kClosed || st == State::kConnecting || st == State::kBackoff || fd_ < 0) return;
+  // During the handshake only the hello (queued first, with owned storage) may go out.
+  bool handshake = st == State::kHandshake;
+  std::vector<std::shared_ptr<detail::RequestState>> written;
+  while (!txq_.empty()) {
+    iovec iov[kMaxIov];
+    int n = 0;
+    size_t items = 0;
+    for (auto it = txq_.begin(); it != txq_.end() && n + 2 <= kMaxIov; ++it, ++items) {
+      if (handshake && items > 0) break;
+      TxItem& t = *it;
+      if (t.sent < kHeaderSize) {
+        iov[n++] = {t.hdr + t.sent, kHeaderSize - t.sent};
+        if (t.length > 0) iov[n++] = {const_cast<std::byte*>(t.payload), t.length};
+      } else {
+        iov[n++] = {const_cast<std::byte*>(t.payload) + (t.sent - kHeaderSize), t.length - (t.sent - kHeaderSize)};
+      }
+    }
+    if (n == 0) break;
+    msghdr msg{};
+    msg.msg_iov = iov;
+    msg.msg_iovlen = n;
+    ssize_t w = sendmsg(fd_, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (w < 0) {
+      if (errno == EAGAIN || errno == EWOULDBLOCK) {
+        set_want_out(true);
+        break;
+      }
+      if (errno == EINTR) continue;
+      Status why = Status::PeerFailed("sendmsg to {}: {}", remote_, std::strerror(errno));
+      tx_mu_.unlock();
+      fail(why);
+      tx_mu_.lock();
+      return;
+    }
+    last_tx_ns_.store(now_ns(), std::memory_order_relaxed);
+    size_t left = static_cast<size_t>(w);
+    while (left > 0 && !txq_.empty()) {
+      TxItem& t = txq_.front();
+      size_t total = kHeaderSize + t.length;
+      size_t take = std::min(left, total - t.sent);
+      t.sent += take;
+      left -= take;
+      if (t.sent == total) {
+        if (t.part) written.push_back(std::move(t.part));
+        txq_.pop_front();
+      }
+    }
+    if (handshake) break;
+  }
+  if (txq_.empty() || handshake) set_want_out(false);
+  if (!written.empty()) {
+    // Completing may run user callbacks that post on this connection: drop the lock first.
+    tx_mu_.unlock();
+    for (auto& r : written) r->part_done(Status::Ok());
+    tx_mu_.lock();
+  }
+}
+
+void Connection::on_event(uint32_t events) {
+  State st = state_.load();
+  if (st == State::kClosed) return;
+  if (st == State::kConnecting) {
+    if (!(events & (EPOLLOUT | EPOLLERR | EPOLLHUP))) return;
+    std::lock_guard rx(rx_mu_);
+    std::lock_guard tx(tx_mu_);
+    if (state_.load() == State::kConnecting) on_connected();
+    return;
+  }
+  if (events & (EPOLLIN | EPOLLERR | EPOLLHUP)) {
+    if (rx_mu_.try_lock()) {
+      read_ready();
+      rx_mu_.unlock();
+    }
+  }
+  if (events & EPOLLOUT) {
+    if (tx_mu_.try_lock()) {
+      flush();
+      tx_mu_.unlock();
+    }
+  }
+}
+
+void Connection::read_ready() {
+  for (int round = 0; round < kReadBudget; ++round) {
+    if (state_.load() == State::kClosed) return;
+    size_t buffered = rx_end_ - rx_begin_;
+    if (in_payload_) {
+      if (buffered > 0) {
+        size_t take = static_cast<size_t>(std::min<uint64_t>(buffered, payload_left_));
+        if (sink_.kind == RxSink::Kind::kData) {
+          std::memcpy(sink_.dst, rxbuf_.data() + rx_begin_, take);
+          sink_.dst += take;
+        } else if (sink_.kind == RxSink::Kind::kControl) {
+          control_.append(reinterpret_cast<const char*>(rxbuf_.data() + rx_begin_), take);
+        }
+        rx_begin_ += take;
+        payload_left_ -= take;
+        if (payload_left_ == 0) finish_payload();
+        continue;
+      }
+      if (sink_.kind == RxSink::Kind::kData && payload_left_ >= kDirectMin) {
+        ssize_t r = recv(fd_, sink_.dst, payload_left_, MSG_DONTWAIT);
+        if (r > 0) {
+          last_rx_ns_.store(now_ns(), std::memory_order_relaxed);
+          sink_.dst += r;
+          payload_left_ -= static_cast<uint64_t>(r);
+          if (payload_left_ == 0) finish_payload();
+          continue;
+        }
+        if (r == 0) { fail(Status::PeerFailed("connection closed by {} in the middle of a {} frame", remote_, frame_type_name(sink_.hdr.type))); return; }
+        if (errno == EAGAIN || errno == EWOULDBLOCK) return;
+        if (errno == EINTR) continue;
+        fail(Status::PeerFailed("recv from {}: {}", remote_, std::strerror(errno)));
+        return;
+      }
+    } else if (buffered >= kHeaderSize) {
+      auto h = decode_header(rxbuf_.data() + rx_begin_);
+      if (!h.ok()) {
+        fail(h.status().with_context("frame from {}", remote_));
+        return;
+      }
+      rx_begin_ += kHeaderSize;
+      if (!handle_header(*h)) return;
+      continue;
+    }
+    // Need more bytes in the receive buffer.
+    if (rx_begin_ > 0) {
+      std::memmove(rxbuf_.data(), rxbuf_.data() + rx_begin_, rx_end_ - rx_begin_);
+      rx_end_ -= rx_begin_;
+      rx_begin_ = 0;
+    }
+    ssize_t r = recv(fd_, rxbuf_.data() + rx_end_, rxbuf_.size() - rx_end_, MSG_DONTWAIT);
+    if (r > 0) {
+      last_rx_ns_.store(now_ns(), std::memory_order_relaxed);
+      rx_end_ += static_cast<size_t>(r);
+      continue;
+    }
+    if (r == 0) {
+      bool mid = in_payload_ || rx_end_ > rx_begin_;
+      fail(Status::PeerFailed("connection closed by {}{}", remote_, mid ? " in the middle of a frame" : ""));
+      return;
+    }
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return;
+    if (errno == EINTR) continue;
+    fail(Status::PeerFailed("recv from {}: {}", remote_, std::strerror(errno)));
+    return;
+  }
+}
+
+bool Connection::handle_header(const FrameHeader& h) {
+  sink_ = RxSink{};
+  sink_.hdr = h;
+  control_.clear();
+  State st = state_.load();
+  if (st == State::kHandshake) {
+    // Before the handshake completes only hello / hello-ack / error are legal.
+    bool ok = outgoing_ ? (h.type == FrameType::kHelloAck || h.type == FrameType::kError)
+                        : h.type == FrameType::kHello;
+    if (!ok) {
+      fail(Status::Protocol("{} sent a {} frame before the handshake", remote_, frame_type_name(h.type)));
+      return false;
+    }
+  }
+  switch (h.type) {
+    case FrameType::kHello: case FrameType::kError:
+      sink_.kind = RxSink::Kind::kControl;
+      break;
+    case FrameType::kHeartbeat:
+      break;
+    case FrameType::kBye:
+      endpoint() ? endpoint()->on_bye(*this) : void();
+      fail(Status::PeerFailed("{} closed the connection", remote_), /*notify=*/false);
+      return false;
+    case FrameType::kHelloAck:
+      mark_open();
+      if (TcpEndpoint* ep = endpoint()) ep->on_stream_open(*this);
+      break;
+    default: {
+      TcpEndpoint* ep = endpoint();
+      if (ep == nullptr) {
+        fail(Status::Internal("{} frame on a connection without endpoint", frame_type_name(h.type)));
+        return false;
+      }
+      ep->on_header(*this, sink_);
+      break;
+    }
+  }
+  in_payload_ = h.length > 0;
+  payload_left_ = h.length;
+  if (sink_.kind == RxSink::Kind::kNone && h.length > 0) sink_.kind = RxSink::Kind::kDiscard;
+  if (!in_payload_) finish_payload();
+  return state_.load() != State::kClosed;
+}
+
+void Connection::finish_payload() {
+  in_payload_ = false;
+  const FrameHeader& h = sink_.hdr;
+  if (h.type == FrameType::kHello) {
+    auto hello = decode_hello(control_);
+    if (!hello.ok()) {
+      fail(hello.status().with_context("hello from {}", remote_));
+      return;
+    }
+    Status st = transport_->on_hello(shared_from_this(), *hello);
+    if (!st.ok()) fail(st);
+    return;
+  }
+  if (h.type == FrameType::kError) {
+    fail(Status::PeerFailed("{} refused the connection: {}", remote_, control_));
+    return;
+  }
+  if (h.type == FrameType::kHelloAck || h.type == FrameType::kHeartbeat) return;
+  if (TcpEndpoint* ep = endpoint()) ep->on_payload(*this, sink_, control_);
+  sink_ = RxSink{};
+}
+
+void Connection::tick(int64_t now) {
+  State st = state_.load();
+  if (st == State::kClosed) return;
+  if (st == State::kBackoff || st == State::kConnecting || st == State::kHandshake) {
+    int64_t deadline = outgoing_ ? connect_deadline_ns_ : handshake_deadline_ns_;
+    if (now > deadline) {
+      std::string why = last_connect_error_.ok() ? std::string("no handshake") : last_connect_error_.message();
+      fail(Status::PeerFailed("could not connect to {} within the connect timeout ({})", remote_, why));
+      return;
+    }
+  }
+  if (st == State::kBackoff && now >= retry_at_ns_) {
+    if (!rx_mu_.try_lock()) return;
+    std::lock_guard tx(tx_mu_);
+    std::lock_guard rx(rx_mu_, std::adopt_lock);
+    sockaddr_in sa{};
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons(port_);
+    inet_pton(AF_INET, host_.c_str(), &sa.sin_addr);
+    if (!open_socket().ok()) return;
+    state_.store(State::kConnecting);
+    int rc = connect(fd_, reinterpret_cast<sockaddr*>(&sa), sizeof sa);
+    if (rc != 0 && errno != EINPROGRESS) {
+      last_connect_error_ = Status::Unavailable("connect: {}", std::strerror(errno));
+      close(fd_);
+      fd_ = -1;
+      retry_at_ns_ = now + backoff_ns_;
+      backoff_ns_ = std::min<int64_t>(backoff_ns_ * 2, 500'000'000);
+      state_.store(State::kBackoff);
+      return;
+    }
+    if (Status add = transport_->engine().add(fd_, EPOLLIN | EPOLLOUT, this); !add.ok()) {
+      last_connect_error_ = add;
+      close(fd_);
+      fd_ = -1;
+      state_.store(State::kBackoff);
+    }
+    return;
+  }
+  if (st != State::kOpen) return;
+  const auto& o = transport_->options();
+  if (now - last_rx_ns_.load(std::memory_order_relaxed) > o.peer_timeout_ms * 1'000'000ll) {
+    fail(Status::PeerFailed("no data or heartbeat from {} for {} ms (process frozen, dead or unreachable)", remote_,
+                            o.peer_timeout_ms));
+    return;
+  }
+  if (now - last_tx_ns_.load(std::memory_order_relaxed) > o.heartbeat_ms * 1'000'000ll) {
+    if (!tx_mu_.try_lock()) return;
+    if (txq_.empty()) {
+      TxItem item;
+      FrameHeader h;
+      h.type = FrameType::kHeartbeat;
+      encode_header(h, item.hdr);
+      txq_.push_back(std::move(item));
+      flush();
+    }
+    last_tx_ns_.store(now, std::memory_order_relaxed);  // a stuck queue is the peer's silence, seen above
+    tx_mu_.unlock();
+  }
+}
+
+void Connection::fail(const Status& why, bool notify) {
+  State prev = state_.exchange(State::kClosed);
+  if (prev == State::kClosed) return;
+  if (fd_ >= 0) {
+    transport_->engine().remove(fd_);
+    // The fd is closed by the destructor: another thread may still be inside on_event.
+    shutdown(fd_, SHUT_RDWR);
+  }
+  PODNET_DEBUG(kNet, "connection {} (stream {}, {}) closed: {}", remote_, stream_, outgoing_ ? "out" : "in",
+               why.to_string());
+  if (notify) {
+    if (TcpEndpoint* ep = endpoint()) ep->on_connection_failed(*this, why);
+    else if (prev == State::kHandshake && !outgoing_)
+      PODNET_WARN(kNet, "closed incoming connection from {}: {}", remote_, why.message());
+  }
+  // Frames that will never be sent: their requests fail with the connection's error.
+  std::deque<TxItem> dropped;
+  {
+    std::lock_guard tx(tx_mu_);
+    dropped.swap(txq_);
+  }
+  for (auto& t : dropped)
+    if (t.part) t.part->part_done(why);
+  transport_->retire(shared_from_this());
+}
+
+}  // namespace podnet::tcp

@@ -1,1 +1,614 @@
-// placeholder: being written
+#include "transport/tcp/endpoint.h"
+
+#include <cstring>
+
+#include "base/clock.h"
+#include "base/log.h"
+#include "transport/tcp/transport.h"
+
+namespace podnet::tcp {
+
+using detail::RequestState;
+
+TcpEndpoint::TcpEndpoint(TcpTransport* transport, uint64_t peer_id, int peer_rank, std::string peer_listen)
+    : transport_(transport), peer_id_(peer_id), peer_rank_(peer_rank), peer_listen_(std::move(peer_listen)) {}
+
+TcpEndpoint::~TcpEndpoint() = default;
+
+std::string TcpEndpoint::peer_name() const { return fmt::format("rank {} ({})", peer_rank_.load(), peer_listen_); }
+
+Status TcpEndpoint::start_outgoing(const std::string& host, uint16_t port) {
+  const auto& o = transport_->options();
+  int64_t deadline = now_ns() + o.connect_timeout_ms * 1'000'000ll;
+  std::vector<std::shared_ptr<Connection>> conns;
+  for (int i = 0; i < o.streams; ++i) {
+    auto c = std::make_shared<Connection>(transport_, /*outgoing=*/true, i);
+    c->set_endpoint(this);
+    conns.push_back(c);
+  }
+  {
+    std::lock_guard lk(conn_mu_);
+    if (!out_.empty()) return {};
+    out_ = conns;
+  }
+  for (auto& c : conns) {
+    transport_->track(c);
+    Status st = c->start_connect(host, port, deadline);
+    if (!st.ok()) {
+      fail(st.with_context("connect to {}", peer_name()));
+      return st;
+    }
+  }
+  PODNET_INFO(kNet, "connecting to {} with {} streams", peer_name(), o.streams);
+  return {};
+}
+
+bool TcpEndpoint::has_outgoing() const {
+  std::lock_guard lk(conn_mu_);
+  return !out_.empty();
+}
+
+Status TcpEndpoint::attach_incoming(const std::shared_ptr<Connection>& c, const HelloBody& hello) {
+  std::lock_guard lk(conn_mu_);
+  if (in_.size() < hello.nstreams) in_.resize(hello.nstreams);
+  if (in_[hello.stream] && in_[hello.stream]->state() != Connection::State::kClosed)
+    return Status::Protocol("{} opened stream {} twice", peer_name(), hello.stream);
+  in_[hello.stream] = c;
+  c->set_stream(hello.stream);
+  c->set_endpoint(this);
+  return {};
+}
+
+std::shared_ptr<Connection> TcpEndpoint::out_stream(size_t i) {
+  std::lock_guard lk(conn_mu_);
+  if (out_.empty()) return nullptr;
+  return out_[i % out_.size()];
+}
+
+std::shared_ptr<Connection> TcpEndpoint::in_stream0() {
+  std::lock_guard lk(conn_mu_);
+  return in_.empty() ? nullptr : in_[0];
+}
+
+Status TcpEndpoint::health() const {
+  std::lock_guard lk(mu_);
+  return failed_;
+}
+
+std::shared_ptr<RequestState> TcpEndpoint::new_request(const char* op) {
+  return std::make_shared<RequestState>(&transport_->engine(), op, next_seq_.fetch_add(1, std::memory_order_relaxed));
+}
+
+Status TcpEndpoint::op_failure(const RequestState& r, const Status& why) const {
+  return Status(why.code(), fmt::format("{} seq {} with {}: {}", r.op(), r.seq(), peer_name(), why.message()));
+}
+
+TcpEndpoint::Req TcpEndpoint::failed_request(const char* op, const Status& why) {
+  auto r = new_request(op);
+  r->complete(op_failure(*r, why));
+  return r;
+}
+
+size_t TcpEndpoint::chunk_size(size_t len) const {
+  const auto& o = transport_->options();
+  if (len < o.stripe_min) return len == 0 ? 1 : len;
+  // Big enough to keep per-frame overhead small, small enough that every stream gets work.
+  size_t per_stream = (len + o.streams - 1) / o.streams;
+  return std::max<size_t>(std::min<size_t>(o.chunk, per_stream), 64 * 1024);
+}
+
+size_t TcpEndpoint::chunk_count(size_t len) const {
+  if (len == 0) return 1;
+  size_t cs = chunk_size(len);
+  return (len + cs - 1) / cs;
+}
+
+void TcpEndpoint::post_write_chunks(const std::shared_ptr<RequestState>& target, const std::byte* src,
+                                    const RemoteKey& remote, uint64_t raddr, size_t len) {
+  size_t n = chunk_count(len), cs = chunk_size(len);
+  target->set_parts(static_cast<int>(n));
+  uint64_t first = next_id_.fetch_add(n, std::memory_order_relaxed);
+  Status why;
+  {
+    std::lock_guard lk(mu_);
+    why = failed_;
+    if (why.ok())
+      for (size_t i = 0; i < n; ++i) chunks_[first + i] = Chunk{target, nullptr, 0};
+  }
+  if (!why.ok()) {
+    target->set_parts(1);
+    target->part_done(op_failure(*target, why));
+    return;
+  }
+  for (size_t i = 0; i < n; ++i) {
+    size_t off = i * cs, clen = std::min(cs, len - off);
+    FrameHeader h;
+    h.type = FrameType::kWrite;
+    h.seq = first + i;
+    h.a = remote.key;
+    h.b = raddr + off;
+    h.length = clen;
+    auto c = out_stream(target->seq() + i);
+    if (c) c->post(h, src + off, clen);
+  }
+}
+
+void TcpEndpoint::post_write_imm(const std::shared_ptr<RequestState>& req, const RemoteKey& remote, uint64_t raddr,
+                                 uint64_t imm) {
+  uint64_t id = next_id_.fetch_add(1, std::memory_order_relaxed);
+  Status why;
+  {
+    std::lock_guard lk(mu_);
+    why = failed_;
+    if (why.ok()) chunks_[id] = Chunk{req, nullptr, 0};
+  }
+  if (!why.ok()) {
+    req->complete(op_failure(*req, why));
+    return;
+  }
+  FrameHeader h;
+  h.type = FrameType::kWriteImm;
+  h.seq = id;
+  h.a = remote.key;
+  h.b = raddr;
+  h.c = imm;
+  if (auto c = out_stream(0)) c->post(h, nullptr, 0);
+}
+
+TcpEndpoint::Req TcpEndpoint::write(const detail::RegionState& local, size_t local_off, const RemoteKey& remote,
+                                    uint64_t remote_off, size_t len, const uint64_t* imm) {
+  const char* op = imm ? "write_notify" : "write";
+  if (Status st = health(); !st.ok()) return failed_request(op, st);
+  auto req = new_request(op);
+  req->bytes = len;
+  const std::byte* src = local.base + local_off;
+  uint64_t raddr = remote.addr + remote_off;
+  if (imm == nullptr) {
+    post_write_chunks(req, src, remote, raddr, len);
+  } else if (chunk_count(len) == 1) {
+    // One frame carries data and immediate: the target notifies after placing the data.
+    uint64_t id = next_id_.fetch_add(1, std::memory_order_relaxed);
+    Status why;
+    {
+      std::lock_guard lk(mu_);
+      why = failed_;
+      if (why.ok()) chunks_[id] = Chunk{req, nullptr, 0};
+    }
+    if (!why.ok()) {
+      req->complete(op_failure(*req, why));
+      return req;
+    }
+    FrameHeader h;
+    h.type = FrameType::kWriteImm;
+    h.seq = id;
+    h.a = remote.key;
+    h.b = raddr;
+    h.c = *imm;
+    h.length = len;
+    if (auto c = out_stream(req->seq())) c->post(h, src, len);
+  } else {
+    // Striped: the chunks may land in any order, so the immediate follows their acks.
+    auto data = std::make_shared<RequestState>(&transport_->engine(), "write_notify data", req->seq());
+    uint64_t v = *imm;
+    std::weak_ptr<TcpEndpoint> self = weak_from_this();
+    data->on_complete([self, req, remote, raddr, v](const Status& st) {
+      auto ep = self.lock();
+      if (!st.ok() || !ep) {
+        req->complete(st.ok() ? Status::Cancelled("endpoint destroyed") : st);
+        return;
+      }
+      ep->post_write_imm(req, remote, raddr, v);
+    });
+    post_write_chunks(data, src, remote, raddr, len);
+  }
+  return req;
+}
+
+TcpEndpoint::Req TcpEndpoint::read(const detail::RegionState& local, size_t local_off, const RemoteKey& remote,
+                                   uint64_t remote_off, size_t len) {
+  if (Status st = health(); !st.ok()) return failed_request("read", st);
+  auto req = new_request("read");
+  req->bytes = len;
+  size_t n = chunk_count(len), cs = chunk_size(len);
+  req->set_parts(static_cast<int>(n));
+  uint64_t first = next_id_.fetch_add(n, std::memory_order_relaxed);
+  std::byte* dst = local.base + local_off;
+  Status why;
+  {
+    std::lock_guard lk(mu_);
+    why = failed_;
+    for (size_t i = 0; i < n && why.ok(); ++i) {
+      size_t off = i * cs;
+      chunks_[first + i] = Chunk{req, dst + off, std::min<uint64_t>(cs, len - off)};
+    }
+  }
+  if (!why.ok()) {
+    req->complete(op_failure(*req, why));
+    return req;
+  }
+  for (size_t i = 0; i < n; ++i) {
+    size_t off = i * cs;
+    FrameHeader h;
+    h.type = FrameType::kReadReq;
+    h.seq = first + i;
+    h.a = remote.key;
+    h.b = remote.addr + remote_off + off;
+    h.c = std::min<uint64_t>(cs, len - off);
+    if (auto c = out_stream(req->seq() + i)) c->post(h, nullptr, 0);
+  }
+  return req;
+}
+
+TcpEndpoint::Req TcpEndpoint::send(const void* buf, size_t len, uint64_t tag) {
+  if (Status st = health(); !st.ok()) return failed_request("send", st);
+  auto req = new_request("send");
+  req->bytes = len;
+  req->tag = tag;
+  auto c = out_stream(0);
+  FrameHeader h;
+  h.a = tag;
+  if (len <= transport_->options().eager_max) {
+    h.type = FrameType::kSend;
+    h.seq = req->seq();
+    h.length = len;
+    c->post(h, buf, len, req);
+    return req;
+  }
+  uint64_t id = next_id_.fetch_add(1, std::memory_order_relaxed);
+  Status why;
+  {
+    std::lock_guard lk(mu_);
+    why = failed_;
+    if (why.ok()) sends_[id] = SendOp{req, static_cast<const std::byte*>(buf), len};
+  }
+  if (!why.ok()) {
+    req->complete(op_failure(*req, why));
+    return req;
+  }
+  h.type = FrameType::kRts;
+  h.seq = req->seq();
+  h.b = id;
+  h.c = len;
+  c->post(h, nullptr, 0);
+  return req;
+}
+
+TcpEndpoint::Req TcpEndpoint::recv(void* buf, size_t capacity, uint64_t tag, uint64_t mask) {
+  auto req = new_request("recv");
+  detail::PostedRecv r{static_cast<std::byte*>(buf), capacity, tag, mask, req};
+  auto msg = matcher_.post(r);
+  if (!msg) return req;  // queued, attached, or failed by the matcher
+  if (msg->rendezvous) {
+    start_cts(nullptr, std::move(r), *msg);
+  } else {
+    detail::deliver_eager(r, msg->data.data(), msg->length, msg->tag);
+  }
+  return req;
+}
+
+TcpEndpoint::Req TcpEndpoint::recv_notify() {
+  auto req = new_request("recv_notify");
+  if (auto imm = matcher_.post_notify(req)) {
+    req->imm = *imm;
+    req->complete(Status::Ok());
+  }
+  return req;
+}
+
+void TcpEndpoint::start_cts(Connection* c, detail::PostedRecv recv, const detail::UnexpectedMsg& msg) {
+  std::shared_ptr<Connection> holder;
+  if (c == nullptr) {
+    holder = in_stream0();
+    c = holder.get();
+  }
+  FrameHeader h;
+  h.type = FrameType::kCts;
+  h.a = msg.rdv_id;
+  if (msg.length > recv.capacity) {
+    Status st = Status::InvalidArgument("message of {} bytes (tag {}) exceeds the receive buffer of {} bytes",
+                                        msg.length, msg.tag, recv.capacity);
+    h.status = static_cast<uint32_t>(st.code());
+    if (c) c->post_text(h, "receiver: " + st.message());
+    recv.req->complete(op_failure(*recv.req, st));
+    return;
+  }
+  auto op = std::make_shared<RecvOp>();
+  op->recv = std::move(recv);
+  op->tag = msg.tag;
+  op->length = msg.length;
+  uint64_t token = next_id_.fetch_add(1, std::memory_order_relaxed);
+  Status why;
+  {
+    std::lock_guard lk(mu_);
+    why = failed_;
+    if (why.ok()) recvs_[token] = op;
+  }
+  if (!why.ok()) {
+    op->recv.req->complete(op_failure(*op->recv.req, why));
+    return;
+  }
+  h.b = token;
+  if (c) c->post(h, nullptr, 0);
+}
+
+void TcpEndpoint::on_header(Connection& c, RxSink& sink) {
+  const FrameHeader& h = sink.hdr;
+  switch (h.type) {
+    case FrameType::kWrite:
+    case FrameType::kWriteImm: {
+      auto pin = transport_->registry().acquire(h.a, h.b, h.length, Access::kRemoteWrite);
+      if (pin.ok()) {
+        sink.kind = RxSink::Kind::kData;
+        sink.dst = reinterpret_cast<std::byte*>(h.b);
+        sink.pin = std::move(pin).value();
+      } else {
+        sink.kind = RxSink::Kind::kDiscard;
+        sink.error = pin.status();
+        PODNET_WARN(kNet, "refused {} of {} bytes from {}: {}", frame_type_name(h.type), h.length, peer_name(),
+                    pin.status().message());
+      }
+      break;
+    }
+    case FrameType::kReadReq: {
+      FrameHeader r;
+      r.type = FrameType::kReadResp;
+      r.seq = h.seq;
+      auto pin = transport_->registry().acquire(h.a, h.b, h.c, Access::kRemoteRead);
+      if (!pin.ok()) {
+        PODNET_WARN(kNet, "refused read of {} bytes from {}: {}", h.c, peer_name(), pin.status().message());
+        r.status = static_cast<uint32_t>(pin.status().code());
+        c.post_text(r, "target: " + pin.status().message());
+        break;
+      }
+      r.length = h.c;
+      // The pin travels with the frame: the region cannot finish deregistering before the
+      // data has been copied into the socket.
+      auto hold = std::make_shared<detail::RegionPin>(std::move(pin).value());
+      c.post(r, reinterpret_cast<const void*>(h.b), h.c, nullptr, hold);
+      break;
+    }
+    case FrameType::kReadResp: {
+      if (h.status != 0) {
+        sink.kind = RxSink::Kind::kControl;
+        break;
+      }
+      std::lock_guard lk(mu_);
+      auto it = chunks_.find(h.seq);
+      if (it == chunks_.end() || it->second.len != h.length) {
+        sink.kind = RxSink::Kind::kDiscard;
+        PODNET_WARN(kNet, "unexpected read response {} of {} bytes from {}", h.seq, h.length, peer_name());
+        break;
+      }
+      sink.kind = RxSink::Kind::kData;
+      sink.dst = it->second.local;
+      break;
+    }
+    case FrameType::kSend: {
+      auto msg = std::make_shared<detail::UnexpectedMsg>();
+      msg->tag = h.a;
+      msg->length = h.length;
+      if (auto posted = matcher_.match_incoming(msg)) {
+        if (h.length > posted->capacity) {
+          sink.kind = RxSink::Kind::kDiscard;
+          detail::deliver_eager(*posted, nullptr, h.length, h.a);  // completes with the size error
+          break;
+        }
+        sink.kind = RxSink::Kind::kData;
+        sink.dst = posted->buf;
+        sink.cookie = std::make_shared<detail::PostedRecv>(std::move(*posted));
+        sink.cookie_kind = kPostedCookie;
+      } else {
+        msg->data.resize(h.length);
+        sink.kind = RxSink::Kind::kData;
+        sink.dst = msg->data.data();
+        sink.cookie = msg;
+        sink.cookie_kind = kUnexpectedCookie;
+      }
+      break;
+    }
+    case FrameType::kRts: {
+      auto msg = std::make_shared<detail::UnexpectedMsg>();
+      msg->tag = h.a;
+      msg->length = h.c;
+      msg->rendezvous = true;
+      msg->rdv_id = h.b;
+      if (auto posted = matcher_.match_incoming(msg)) start_cts(&c, std::move(*posted), *msg);
+      break;
+    }
+    case FrameType::kRdvData: {
+      std::shared_ptr<RecvOp> op;
+      {
+        std::lock_guard lk(mu_);
+        auto it = recvs_.find(h.a);
+        if (it != recvs_.end()) op = it->second;
+      }
+      if (!op || h.b > op->length || h.length > op->length - h.b) {
+        sink.kind = RxSink::Kind::kDiscard;
+        PODNET_WARN(kNet, "rendezvous data for unknown or overrun receive {} from {}", h.a, peer_name());
+        break;
+      }
+      sink.kind = RxSink::Kind::kData;
+      sink.dst = op->recv.buf + h.b;
+      sink.cookie = op;
+      sink.cookie_kind = kRdvCookie;
+      break;
+    }
+    case FrameType::kWriteAck:
+    case FrameType::kCts:
+      sink.kind = RxSink::Kind::kControl;
+      break;
+    default:
+      break;
+  }
+}
+
+void TcpEndpoint::handle_reply(const FrameHeader& h, const std::string& control) {
+  Status st;
+  if (h.status != 0) st = Status(static_cast<Code>(h.status), control);
+  if (h.type == FrameType::kCts) {
+    SendOp op;
+    {
+      std::lock_guard lk(mu_);
+      auto it = sends_.find(h.a);
+      if (it == sends_.end()) return;
+      op = std::move(it->second);
+      sends_.erase(it);
+    }
+    if (!st.ok()) {
+      op.req->complete(op_failure(*op.req, st));
+      return;
+    }
+    size_t n = chunk_count(op.len), cs = chunk_size(op.len);
+    op.req->set_parts(static_cast<int>(n));
+    for (size_t i = 0; i < n; ++i) {
+      size_t off = i * cs, clen = std::min(cs, op.len - off);
+      FrameHeader d;
+      d.type = FrameType::kRdvData;
+      d.a = h.b;
+      d.b = off;
+      d.length = clen;
+      if (auto c = out_stream(i)) c->post(d, op.buf + off, clen, op.req);
+    }
+    return;
+  }
+  // kWriteAck, kReadResp: one chunk of an operation is done.
+  Chunk chunk;
+  {
+    std::lock_guard lk(mu_);
+    auto it = chunks_.find(h.seq);
+    if (it == chunks_.end()) return;
+    chunk = std::move(it->second);
+    chunks_.erase(it);
+  }
+  chunk.req->part_done(st.ok() ? st : op_failure(*chunk.req, st));
+}
+
+void TcpEndpoint::on_payload(Connection& c, RxSink& sink, const std::string& control) {
+  const FrameHeader& h = sink.hdr;
+  switch (h.type) {
+    case FrameType::kWrite:
+    case FrameType::kWriteImm: {
+      sink.pin.release();
+      FrameHeader r;
+      r.type = FrameType::kWriteAck;
+      r.seq = h.seq;
+      if (!sink.error.ok()) {
+        r.status = static_cast<uint32_t>(sink.error.code());
+        c.post_text(r, "target: " + sink.error.message());
+        return;
+      }
+      if (h.type == FrameType::kWriteImm) {
+        if (auto req = matcher_.notify_incoming(h.c)) {
+          req->imm = h.c;
+          req->complete(Status::Ok());
+        }
+      }
+      c.post(r, nullptr, 0);
+      return;
+    }
+    case FrameType::kSend: {
+      if (sink.cookie_kind == kPostedCookie) {
+        auto* posted = static_cast<detail::PostedRecv*>(sink.cookie.get());
+        posted->req->bytes = h.length;
+        posted->req->tag = h.a;
+        posted->req->complete(Status::Ok());
+      } else if (sink.cookie_kind == kUnexpectedCookie) {
+        auto* msg = static_cast<detail::UnexpectedMsg*>(sink.cookie.get());
+        if (auto attached = matcher_.finish_unexpected(*msg))
+          detail::deliver_eager(*attached, msg->data.data(), msg->length, msg->tag);
+      }
+      return;
+    }
+    case FrameType::kRdvData: {
+      if (sink.cookie_kind != kRdvCookie) return;
+      auto* op = static_cast<RecvOp*>(sink.cookie.get());
+      size_t got = op->received.fetch_add(h.length) + h.length;
+      if (got == op->length) {
+        {
+          std::lock_guard lk(mu_);
+          recvs_.erase(h.a);
+        }
+        op->recv.req->bytes = op->length;
+        op->recv.req->tag = op->tag;
+        op->recv.req->complete(Status::Ok());
+      }
+      return;
+    }
+    case FrameType::kWriteAck:
+    case FrameType::kReadResp:
+    case FrameType::kCts:
+      handle_reply(h, control);
+      return;
+    default:
+      return;
+  }
+}
+
+void TcpEndpoint::on_stream_open(Connection& c) {
+  PODNET_DEBUG(kNet, "stream {} to {} open", c.stream(), peer_name());
+}
+
+void TcpEndpoint::on_bye(Connection&) {
+  graceful_.store(true);
+  fail(Status::PeerFailed("{} shut down its side of the connection", peer_name()));
+}
+
+void TcpEndpoint::on_connection_failed(Connection& c, const Status& why) {
+  fail(Status(why.code(), fmt::format("{} stream {}: {}", c.outgoing() ? "outgoing" : "incoming", c.stream(),
+                                      why.message())));
+}
+
+void TcpEndpoint::tick(int64_t now) {
+  std::vector<std::shared_ptr<Connection>> conns;
+  {
+    std::lock_guard lk(conn_mu_);
+    conns = out_;
+    for (auto& c : in_)
+      if (c) conns.push_back(c);
+  }
+  for (auto& c : conns) c->tick(now);
+}
+
+void TcpEndpoint::close_gracefully() {
+  std::vector<std::shared_ptr<Connection>> conns;
+  {
+    std::lock_guard lk(conn_mu_);
+    conns = out_;
+    for (auto& c : in_)
+      if (c) conns.push_back(c);
+  }
+  FrameHeader h;
+  h.type = FrameType::kBye;
+  for (auto& c : conns) c->post(h, nullptr, 0);
+}
+
+void TcpEndpoint::fail(const Status& why) {
+  std::unordered_map<uint64_t, Chunk> chunks;
+  std::unordered_map<uint64_t, SendOp> sends;
+  std::unordered_map<uint64_t, std::shared_ptr<RecvOp>> recvs;
+  {
+    std::lock_guard lk(mu_);
+    if (!failed_.ok()) return;
+    failed_ = why.ok() ? Status::Internal("endpoint failed without a reason") : why;
+    chunks.swap(chunks_);
+    sends.swap(sends_);
+    recvs.swap(recvs_);
+  }
+  failed_flag_.store(true);
+  if (why.code() == Code::kCancelled || graceful_.load()) PODNET_INFO(kNet, "{}: {}", peer_name(), why.message());
+  else PODNET_WARN(kNet, "peer {} failed: {}", peer_name(), why.message());
+  for (auto& [id, ch] : chunks) ch.req->part_done(op_failure(*ch.req, why));
+  for (auto& [id, s] : sends) s.req->complete(op_failure(*s.req, why));
+  for (auto& [id, r] : recvs) r->recv.req->complete(op_failure(*r->recv.req, why));
+  matcher_.fail(Status(why.code(), fmt::format("recv from {}: {}", peer_name(), why.message())));
+  std::vector<std::shared_ptr<Connection>> conns;
+  {
+    std::lock_guard lk(conn_mu_);
+    conns = out_;
+    for (auto& c : in_)
+      if (c) conns.push_back(c);
+  }
+  for (auto& c : conns) c->fail(why, /*notify=*/false);
+}
+
+}  // namespace podnet::tcp

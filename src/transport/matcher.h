@@ -1,0 +1,74 @@
+// Tag matching for two-sided messages and delivery of write_notify immediates, per peer.
+// Messages match posted receives in arrival order; a message that arrives before its
+// receive is kept as "unexpected" (eager: its payload; rendezvous: only its announcement).
+// Thread-safety: all methods lock internally; callers never hold the lock.
+#pragma once
+
+#include <podnet/status.h>
+
+#include <cstdint>
+#include <deque>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <vector>
+
+namespace podnet::detail {
+
+class RequestState;
+
+struct PostedRecv {
+  std::byte* buf = nullptr;
+  size_t capacity = 0;
+  uint64_t tag = 0;
+  uint64_t mask = ~0ull;
+  std::shared_ptr<RequestState> req;
+  bool matches(uint64_t t) const noexcept { return (t & mask) == (tag & mask); }
+};
+
+struct UnexpectedMsg {
+  uint64_t tag = 0;
+  size_t length = 0;
+  bool rendezvous = false;  // only announced; the sender waits for a clear-to-send
+  uint64_t rdv_id = 0;      // sender's message id (rendezvous)
+  std::vector<std::byte> data;  // eager payload
+  bool complete = false;    // eager payload fully received
+  std::optional<PostedRecv> attached;  // a receive that matched while the payload arrived
+};
+
+class TagMatcher {
+ public:
+  // Incoming message header: returns the posted receive it matches (removed from the posted
+  // queue), or nullptr after queueing `msg` as unexpected.
+  std::optional<PostedRecv> match_incoming(const std::shared_ptr<UnexpectedMsg>& msg);
+  // Eager payload of an unexpected message finished arriving. Returns a receive that
+  // attached meanwhile (the caller copies and completes it).
+  std::optional<PostedRecv> finish_unexpected(UnexpectedMsg& msg);
+  // User posts a receive: returns a matching unexpected message (removed from the queue) or
+  // nullptr after queueing the receive. If the message is still arriving, the receive is
+  // attached to it and nullptr is returned. After fail(), a receive with no queued message
+  // completes with the failure.
+  std::shared_ptr<UnexpectedMsg> post(PostedRecv recv);
+
+  // Notifications (write_notify immediates).
+  std::shared_ptr<RequestState> notify_incoming(uint64_t imm);  // posted request or queued
+  std::optional<uint64_t> post_notify(std::shared_ptr<RequestState> req);  // queued imm or posted
+
+  // The peer failed: every posted receive and notification completes with `status`;
+  // later posts fail unless data that already arrived satisfies them.
+  void fail(const Status& status);
+
+ private:
+  std::mutex mu_;
+  std::list<PostedRecv> posted_;
+  std::deque<std::shared_ptr<UnexpectedMsg>> unexpected_;
+  std::deque<std::shared_ptr<RequestState>> posted_notify_;
+  std::deque<uint64_t> unexpected_notify_;
+  Status failed_;
+};
+
+// Copies a completed eager message into a receive and completes it (truncation is an error).
+void deliver_eager(const PostedRecv& recv, const std::byte* data, size_t length, uint64_t tag);
+
+}  // namespace podnet::detail

@@ -1,0 +1,79 @@
+// One progress engine per context: an epoll set that every transport registers its file
+// descriptors with, a background thread that drives progress while nobody waits, and the
+// wait policy (spin briefly, then block) that user threads follow.
+//
+// Who polls: a thread waiting on a request polls the sockets itself (so a reply is handled
+// on the thread that wants it, with no hand-off); while any thread waits, the background
+// thread stays out of epoll and only runs housekeeping. With no waiter, the background
+// thread polls. Handlers may be invoked from several threads at once; each handler
+// serialises itself (try-lock) and must never block.
+#pragma once
+
+#include <podnet/status.h>
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace podnet::detail {
+
+class RequestState;
+
+class EventHandler {
+ public:
+  virtual ~EventHandler() = default;
+  // `events` are EPOLLIN/EPOLLOUT/EPOLLERR/EPOLLHUP bits. Must not block.
+  virtual void on_event(uint32_t events) = 0;
+};
+
+class ProgressEngine {
+ public:
+  struct Options {
+    int spin_us = 50;
+    bool busy_poll = false;
+    int tick_ms = 20;  // housekeeping period
+  };
+  static Result<std::unique_ptr<ProgressEngine>> create(const Options& options);
+  ~ProgressEngine();
+  ProgressEngine(const ProgressEngine&) = delete;
+  ProgressEngine& operator=(const ProgressEngine&) = delete;
+
+  // Registers fd (level-triggered). The handler must outlive its registration.
+  Status add(int fd, uint32_t events, EventHandler* handler);
+  void modify(int fd, uint32_t events, EventHandler* handler);  // logs a failure (a bug)
+  void remove(int fd);
+
+  // Runs on the background thread every tick, whether or not it polls. Register before
+  // start(); must not block.
+  void add_housekeeping(std::function<void()> fn);
+  void start();
+  void stop();  // joins the background thread; idempotent
+
+  // Polls once; waits up to timeout_ms for events (0: never blocks). Returns events handled.
+  int poll(int timeout_ms);
+  // Drives progress until the request completes or the deadline (CLOCK_MONOTONIC ns) passes.
+  Status wait(RequestState& request, int64_t deadline_ns);
+  void wake();  // interrupts a blocked poll
+
+ private:
+  explicit ProgressEngine(const Options& options) : options_(options) {}
+  void background_loop();
+
+  Options options_;
+  int epfd_ = -1;
+  int wakefd_ = -1;
+  std::thread thread_;
+  std::atomic<bool> running_{false};
+  std::vector<std::function<void()>> housekeeping_;
+  std::mutex block_mu_;                   // one thread at a time blocks in epoll_wait
+  std::atomic<int> fg_waiters_{0};
+  std::atomic<int64_t> fg_last_exit_ns_{0};
+  std::atomic<bool> bg_polling_{false};
+  std::atomic<uint32_t> park_word_{0};
+};
+
+}  // namespace podnet::detail

@@ -1,0 +1,69 @@
+// The memory registry: registered regions by key, and the target-side check of every
+// one-sided operation (key, bounds, access rights). Shared by all transports of a context.
+// Thread-safety: all methods may be called from any thread.
+#pragma once
+
+#include <podnet/xfer.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <shared_mutex>
+#include <unordered_map>
+
+namespace podnet::detail {
+
+class MemoryRegistry;
+
+class RegionState {
+ public:
+  std::byte* base = nullptr;
+  size_t length = 0;
+  Access access = Access::kNone;
+  uint64_t key = 0;
+  uint64_t owner = 0;
+  std::shared_ptr<MemoryRegistry> registry;  // keeps the registry alive past its context
+  std::atomic<int> inflight{0};     // remote operations touching the memory right now
+  std::atomic<bool> registered{true};
+};
+
+// Holds a region pinned (it cannot finish deregistering) while a remote operation uses it.
+class RegionPin {
+ public:
+  RegionPin() = default;
+  explicit RegionPin(std::shared_ptr<RegionState> r) : region_(std::move(r)) {}
+  RegionPin(RegionPin&& o) noexcept : region_(std::move(o.region_)) {}
+  RegionPin& operator=(RegionPin&& o) noexcept {
+    release();
+    region_ = std::move(o.region_);
+    return *this;
+  }
+  ~RegionPin() { release(); }
+  void release() {
+    if (region_) region_->inflight.fetch_sub(1, std::memory_order_release);
+    region_.reset();
+  }
+
+ private:
+  std::shared_ptr<RegionState> region_;
+};
+
+class MemoryRegistry : public std::enable_shared_from_this<MemoryRegistry> {
+ public:
+  explicit MemoryRegistry(uint64_t owner_id) : owner_(owner_id) {}
+  Result<std::shared_ptr<RegionState>> add(void* ptr, size_t len, Access access);
+  // Removes the key, then waits until no remote operation uses the region.
+  void remove(RegionState& region);
+  // Target side: validates a remote operation on [addr, addr+len) and pins the region.
+  // The error says exactly what was wrong (unknown key, bounds, rights).
+  Result<RegionPin> acquire(uint64_t key, uint64_t addr, uint64_t len, Access wanted);
+  uint64_t owner() const noexcept { return owner_; }
+
+ private:
+  uint64_t owner_;
+  std::shared_mutex mu_;
+  std::unordered_map<uint64_t, std::shared_ptr<RegionState>> regions_;
+  uint64_t next_ = 0;
+};
+
+}  // namespace podnet::detail

@@ -1,0 +1,55 @@
+// The shared state behind a podnet::Request. Transports complete it; users test/wait on it.
+// Thread-safety: complete() may race with wait()/on_complete() from any thread; the first
+// complete() wins and later ones are ignored.
+#pragma once
+
+#include <podnet/status.h>
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+
+namespace podnet::detail {
+
+class ProgressEngine;
+
+class RequestState {
+ public:
+  RequestState(ProgressEngine* engine, const char* op, uint64_t seq) : engine_(engine), op_(op), seq_(seq) {}
+
+  bool done() const noexcept { return done_.load(std::memory_order_acquire) != 0; }
+  // First call wins. Runs the callback (outside any lock) and wakes waiters.
+  void complete(Status status);
+  // For operations split into several parts: set the count before posting the parts; each
+  // part reports once; the request completes with the first error, when all parts reported.
+  void set_parts(int n) noexcept { parts_.store(n, std::memory_order_relaxed); }
+  void part_done(const Status& status);
+
+  Status status() const;
+  void on_complete(std::function<void(const Status&)> cb);
+  // Blocks up to timeout_ns for completion (no progress is driven here).
+  void block_for(int64_t timeout_ns);
+
+  ProgressEngine* engine() const noexcept { return engine_; }
+  const char* op() const noexcept { return op_; }
+  uint64_t seq() const noexcept { return seq_; }
+
+  // Results, written before complete() and read after done().
+  size_t bytes = 0;
+  uint64_t tag = 0;
+  uint64_t imm = 0;
+
+ private:
+  ProgressEngine* engine_;
+  const char* op_;
+  uint64_t seq_;
+  std::atomic<uint32_t> done_{0};
+  std::atomic<int> parts_{1};
+  mutable std::mutex mu_;  // guards status_, first_error_, callback_
+  Status status_;
+  Status first_error_;
+  std::function<void(const Status&)> callback_;
+};
+
+}  // namespace podnet::detail

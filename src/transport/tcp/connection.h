@@ -1,0 +1,131 @@
+// One TCP connection of a peer: a non-blocking socket, a queue of frames to send (flushed
+// with vectored writes from the posting thread or the progress engine), and the receive
+// state machine that reads each payload straight into its destination.
+//
+// Locks: tx_mu_ guards the send queue; rx_mu_ serialises the receive side (the progress
+// engine may call on_event from several threads; a busy side is skipped, level-triggered
+// epoll calls again). Callbacks into the endpoint run with rx_mu_ held and must not block.
+#pragma once
+
+#include <podnet/status.h>
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "transport/progress.h"
+#include "transport/registry.h"
+#include "transport/tcp/wire.h"
+
+namespace podnet::detail {
+class RequestState;
+}
+
+namespace podnet::tcp {
+
+class TcpTransport;
+class TcpEndpoint;
+struct UnexpectedRef;
+
+// Where an incoming payload goes.
+struct RxSink {
+  enum class Kind { kNone, kDiscard, kData, kControl };
+  Kind kind = Kind::kNone;
+  std::byte* dst = nullptr;  // kData
+  FrameHeader hdr;           // the frame this payload belongs to
+  // Bookkeeping the endpoint needs when the payload is complete.
+  detail::RegionPin pin;
+  std::shared_ptr<void> cookie;
+  int cookie_kind = 0;       // what cookie points to (the endpoint's business)
+  Status error;              // kDiscard: the reply to send when done
+};
+
+struct TxItem {
+  std::byte hdr[kHeaderSize];
+  const std::byte* payload = nullptr;
+  size_t length = 0;
+  size_t sent = 0;                                  // header + payload bytes written so far
+  std::shared_ptr<detail::RequestState> part;       // part_done() once fully written
+  std::shared_ptr<std::string> owned;               // payload storage for control texts
+  std::shared_ptr<void> hold;                       // kept alive until written (a region pin)
+};
+
+class Connection : public detail::EventHandler, public std::enable_shared_from_this<Connection> {
+ public:
+  enum class State { kConnecting, kBackoff, kHandshake, kOpen, kClosed };
+
+  Connection(TcpTransport* transport, bool outgoing, int stream);
+  ~Connection() override;
+
+  // Outgoing: starts a non-blocking connect (retried with backoff until the deadline).
+  Status start_connect(const std::string& host, uint16_t port, int64_t deadline_ns);
+  // Incoming: adopts an accepted socket, waiting for the peer's hello.
+  Status adopt(int fd, std::string remote);
+
+  void set_endpoint(TcpEndpoint* ep) { endpoint_.store(ep, std::memory_order_release); }
+  TcpEndpoint* endpoint() const { return endpoint_.load(std::memory_order_acquire); }
+
+  // Queues a frame and tries to send right away. `payload` must stay valid until the frame
+  // is written (reported through `part` when given).
+  void post(const FrameHeader& h, const void* payload, size_t len,
+            std::shared_ptr<detail::RequestState> part = nullptr, std::shared_ptr<void> hold = nullptr);
+  void post_text(FrameHeader h, std::string text);  // payload owned by the queue
+
+  void on_event(uint32_t events) override;
+  // Retries a connect, sends heartbeats, checks the peer's silence. Never blocks.
+  void tick(int64_t now_ns);
+  // Closes the socket (once); the endpoint is told unless `notify` is false.
+  void fail(const Status& why, bool notify = true);
+  void mark_open();  // the handshake finished: queued frames may go
+
+  State state() const { return state_.load(std::memory_order_acquire); }
+  bool outgoing() const { return outgoing_; }
+  int stream() const { return stream_.load(); }
+  void set_stream(int s) { stream_.store(s); }
+  const std::string& remote() const { return remote_; }
+  int64_t last_rx_ns() const { return last_rx_ns_.load(std::memory_order_relaxed); }
+
+ private:
+  Status open_socket();
+  void on_connected();
+  void flush();         // tx_mu_ held by caller
+  void read_ready();    // rx_mu_ held by caller
+  bool handle_header(const FrameHeader& h);
+  void finish_payload();
+  void set_want_out(bool want);  // tx_mu_ held
+
+  TcpTransport* transport_;
+  const bool outgoing_;
+  std::atomic<int> stream_;
+  std::atomic<TcpEndpoint*> endpoint_{nullptr};
+  std::atomic<State> state_;
+  int fd_ = -1;
+  std::string remote_;
+  std::string host_;
+  uint16_t port_ = 0;
+  int64_t connect_deadline_ns_ = 0;
+  int64_t retry_at_ns_ = 0;
+  int64_t backoff_ns_ = 0;
+  int64_t handshake_deadline_ns_ = 0;
+  Status last_connect_error_;
+
+  std::mutex tx_mu_;
+  std::deque<TxItem> txq_;
+  bool want_out_ = false;
+  std::atomic<int64_t> last_tx_ns_{0};
+
+  std::mutex rx_mu_;
+  std::vector<std::byte> rxbuf_;
+  size_t rx_begin_ = 0, rx_end_ = 0;
+  bool in_payload_ = false;
+  uint64_t payload_left_ = 0;
+  RxSink sink_;
+  std::string control_;  // kControl payload collected here
+  std::atomic<int64_t> last_rx_ns_{0};
+};
+
+}  // namespace podnet::tcp

@@ -1,0 +1,116 @@
+// A TCP peer: its outgoing streams (which carry this side's requests) and incoming streams
+// (which carry the peer's requests), the operations waiting for replies, tag matching,
+// rendezvous state and the sticky first error.
+//
+// Protocols:
+//   write      kWrite chunks (striped over the streams) -> one kWriteAck per chunk after
+//              the data is placed; write_notify adds a final kWriteImm once all chunks are
+//              acknowledged when striped, so the notification never precedes the data.
+//   read       kReadReq chunks -> kReadResp with the data, received into the local buffer.
+//   send       <= eager max: kSend with the payload on stream 0 (keeps message order);
+//              larger: kRts on stream 0 -> kCts from the receiver once a receive matched
+//              -> kRdvData chunks straight into the receive buffer.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "transport/matcher.h"
+#include "transport/request.h"
+#include "transport/tcp/connection.h"
+#include "transport/transport.h"
+
+namespace podnet::tcp {
+
+class TcpEndpoint : public detail::TransportEndpoint, public std::enable_shared_from_this<TcpEndpoint> {
+ public:
+  TcpEndpoint(TcpTransport* transport, uint64_t peer_id, int peer_rank, std::string peer_listen);
+  ~TcpEndpoint() override;
+
+  Status start_outgoing(const std::string& host, uint16_t port);
+  bool has_outgoing() const;
+  Status attach_incoming(const std::shared_ptr<Connection>& c, const HelloBody& hello);
+
+  int peer_rank() const noexcept override { return peer_rank_.load(); }
+  std::string peer_name() const override;
+  Req write(const detail::RegionState& local, size_t local_off, const RemoteKey& remote, uint64_t remote_off,
+            size_t len, const uint64_t* imm) override;
+  Req read(const detail::RegionState& local, size_t local_off, const RemoteKey& remote, uint64_t remote_off,
+           size_t len) override;
+  Req send(const void* buf, size_t len, uint64_t tag) override;
+  Req recv(void* buf, size_t capacity, uint64_t tag, uint64_t mask) override;
+  Req recv_notify() override;
+  Status health() const override;
+
+  // Called by connections with their receive lock held.
+  void on_header(Connection& c, RxSink& sink);
+  void on_payload(Connection& c, RxSink& sink, const std::string& control);
+  void on_stream_open(Connection& c);
+  void on_bye(Connection& c);
+  void on_connection_failed(Connection& c, const Status& why);
+
+  void tick(int64_t now_ns);
+  void close_gracefully();        // sends bye on every stream
+  void fail(const Status& why);   // sticky; completes everything pending with the error
+
+ private:
+  struct Chunk {
+    std::shared_ptr<detail::RequestState> req;
+    std::byte* local = nullptr;  // read: destination
+    uint64_t len = 0;
+  };
+  struct SendOp {
+    std::shared_ptr<detail::RequestState> req;
+    const std::byte* buf = nullptr;
+    size_t len = 0;
+  };
+  struct RecvOp {
+    detail::PostedRecv recv;
+    uint64_t tag = 0;
+    size_t length = 0;
+    std::atomic<size_t> received{0};
+  };
+  enum CookieKind { kNoCookie, kPostedCookie, kUnexpectedCookie, kRdvCookie };
+
+  std::shared_ptr<detail::RequestState> new_request(const char* op);
+  Status op_failure(const detail::RequestState& r, const Status& why) const;
+  Req failed_request(const char* op, const Status& why);
+  std::shared_ptr<Connection> out_stream(size_t i);
+  std::shared_ptr<Connection> in_stream0();
+  // Splits [0, len) into the chunks a transfer of this size uses.
+  size_t chunk_count(size_t len) const;
+  size_t chunk_size(size_t len) const;
+  void post_write_chunks(const std::shared_ptr<detail::RequestState>& target, const std::byte* src,
+                         const RemoteKey& remote, uint64_t raddr, size_t len);
+  void post_write_imm(const std::shared_ptr<detail::RequestState>& req, const RemoteKey& remote, uint64_t raddr,
+                      uint64_t imm);
+  void start_cts(Connection* c, detail::PostedRecv recv, const detail::UnexpectedMsg& msg);
+  void handle_reply(const FrameHeader& h, const std::string& control);
+
+  TcpTransport* transport_;
+  const uint64_t peer_id_;
+  std::atomic<int> peer_rank_;
+  std::string peer_listen_;
+  std::atomic<uint64_t> next_seq_{1};
+  std::atomic<uint64_t> next_id_{1};
+
+  mutable std::mutex conn_mu_;
+  std::vector<std::shared_ptr<Connection>> out_;
+  std::vector<std::shared_ptr<Connection>> in_;
+
+  mutable std::mutex mu_;  // chunks_, sends_, recvs_, failed_
+  std::unordered_map<uint64_t, Chunk> chunks_;
+  std::unordered_map<uint64_t, SendOp> sends_;
+  std::unordered_map<uint64_t, std::shared_ptr<RecvOp>> recvs_;
+  Status failed_;
+  std::atomic<bool> failed_flag_{false};
+  std::atomic<bool> graceful_{false};  // the peer said bye: its absence is no error
+
+  detail::TagMatcher matcher_;
+};
+
+}  // namespace podnet::tcp

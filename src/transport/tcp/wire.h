@@ -1,0 +1,74 @@
+// The TCP transport's wire protocol. Every frame is a fixed 56-byte header, then `length`
+// payload bytes. decode_header() validates every field before anything uses it; it is the
+// fuzz target. Integers are little-endian (the hosts podnet runs on).
+//
+//  type        a            b              c          payload
+//  kHello      ctx id       rank           stream     HelloBody (peer's identity)
+//  kHelloAck   ctx id       rank           -          -
+//  kWrite      key          remote addr    -          data
+//  kWriteImm   key          remote addr    imm        data
+//  kWriteAck   -            -              -          error text when status != 0
+//  kReadReq    key          remote addr    length     -
+//  kReadResp   -            -              -          data, or error text when status != 0
+//  kSend       tag          -              -          data (eager message)
+//  kRts        tag          message id     length     - (rendezvous: ready to send)
+//  kCts        message id   receive token  -          error text when status != 0
+//  kRdvData    receive tok  offset         -          data
+//  kHeartbeat  -            -              -          -
+//  kBye        -            -              -          - (graceful close)
+//  kError      -            -              -          text (fatal; the sender closes)
+#pragma once
+
+#include <podnet/status.h>
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <string_view>
+
+namespace podnet::tcp {
+
+inline constexpr uint32_t kMagic = 0x544E4450;  // "PDNT"
+inline constexpr uint16_t kWireVersion = 1;
+inline constexpr size_t kHeaderSize = 56;
+inline constexpr uint64_t kMaxPayload = 1ull << 32;  // 4 GiB per frame
+inline constexpr uint64_t kMaxControlPayload = 4096;  // hello, error texts
+
+enum class FrameType : uint8_t {
+  kHello = 1, kHelloAck, kWrite, kWriteImm, kWriteAck, kReadReq, kReadResp,
+  kSend, kRts, kCts, kRdvData, kHeartbeat, kBye, kError,
+  kLast = kError,
+};
+std::string_view frame_type_name(FrameType t) noexcept;
+
+struct FrameHeader {
+  uint32_t magic = kMagic;
+  uint16_t version = kWireVersion;
+  FrameType type = FrameType::kHeartbeat;
+  uint8_t flags = 0;
+  uint32_t status = 0;  // a podnet::Code for replies
+  uint32_t reserved = 0;
+  uint64_t length = 0;  // payload bytes that follow
+  uint64_t seq = 0;     // the initiator's chunk id, echoed by replies
+  uint64_t a = 0, b = 0, c = 0;
+};
+static_assert(sizeof(FrameHeader) == kHeaderSize);
+
+inline void encode_header(const FrameHeader& h, std::byte* out) { std::memcpy(out, &h, kHeaderSize); }
+
+// Validates magic, version, type, reserved bits and the payload bound for the type.
+// A version mismatch is kProtocol with both versions in the message.
+Result<FrameHeader> decode_header(const std::byte* in);
+
+// The identity an initiator sends in kHello.
+struct HelloBody {
+  uint64_t ctx_id = 0;
+  int32_t rank = -1;
+  uint16_t stream = 0;
+  uint16_t nstreams = 1;
+  std::string listen;  // "host:port" of the initiator's listener, for error messages
+};
+std::string encode_hello(const HelloBody& h);
+Result<HelloBody> decode_hello(std::string_view payload);
+
+}  // namespace podnet::tcp

@@ -1,0 +1,60 @@
+// The transport plug-in interface. A Transport moves bytes between registered memory on two
+// hosts; the transfer engine (src/xfer) picks one per peer and adds argument checking and
+// error context on top.
+//
+// Contract for every method of TransportEndpoint:
+//   - never blocks (connection set-up and back-pressure are queued, not waited for);
+//   - always returns a request; a failure completes it with a Status naming the peer,
+//     the operation and its sequence number;
+//   - arguments are already validated against the local region by the caller;
+//   - thread-safe: may be called from any thread concurrently.
+#pragma once
+
+#include <podnet/xfer.h>
+
+#include <memory>
+#include <string>
+#include <string_view>
+
+namespace podnet::detail {
+
+class RequestState;
+class RegionState;
+
+struct Capabilities {
+  bool one_sided = true;      // write/read without the target's CPU in the user's code path
+  bool ordered_messages = true;
+  size_t max_message = 0;     // largest single operation; 0: unlimited
+};
+
+class TransportEndpoint {
+ public:
+  virtual ~TransportEndpoint() = default;
+  virtual int peer_rank() const noexcept = 0;
+  virtual std::string peer_name() const = 0;
+
+  using Req = std::shared_ptr<RequestState>;
+  virtual Req write(const RegionState& local, size_t local_off, const RemoteKey& remote, uint64_t remote_off,
+                    size_t len, const uint64_t* imm) = 0;  // imm != nullptr: write_notify
+  virtual Req read(const RegionState& local, size_t local_off, const RemoteKey& remote, uint64_t remote_off,
+                   size_t len) = 0;
+  virtual Req send(const void* buf, size_t len, uint64_t tag) = 0;
+  virtual Req recv(void* buf, size_t capacity, uint64_t tag, uint64_t mask) = 0;
+  virtual Req recv_notify() = 0;
+  virtual Status health() const = 0;
+};
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+  virtual std::string_view name() const noexcept = 0;
+  virtual Capabilities caps() const noexcept = 0;
+  // This transport's part of the context's address blob ("tcp=10.0.0.2:4000").
+  virtual std::string address() const = 0;
+  // Never blocks: returns an endpoint whose first requests wait until it is connected.
+  virtual Result<std::shared_ptr<TransportEndpoint>> connect(uint64_t peer_id, int peer_rank,
+                                                             std::string_view peer_address) = 0;
+  virtual void shutdown() = 0;  // fails outstanding requests with kCancelled, closes sockets
+};
+
+}  // namespace podnet::detail

@@ -1,0 +1,54 @@
+// The transfer engine's Context: owns the progress engine, the memory registry and the
+// transports, and hands out endpoints that validate arguments before a transport sees them.
+#pragma once
+
+#include <podnet/xfer.h>
+
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+
+#include "base/config.h"
+#include "transport/progress.h"
+#include "transport/registry.h"
+#include "transport/tcp/transport.h"
+
+namespace podnet::detail {
+
+// The parsed form of Context::address().
+struct PeerAddress {
+  uint64_t id = 0;
+  int rank = -1;
+  std::string host;  // hostname, for humans
+  std::string tcp;   // "ip:port"
+};
+std::string format_address(const PeerAddress& a);
+Result<PeerAddress> parse_address(std::string_view blob);
+
+class ContextImpl final : public Context {
+ public:
+  static Result<std::unique_ptr<Context>> create(const ContextOptions& options);
+  ~ContextImpl() override;
+
+  int rank() const noexcept override { return rank_; }
+  std::string address() const override;
+  std::string listen_address() const override { return tcp_->address(); }
+  Result<MemoryRegion> register_memory(void* ptr, size_t len, Access access) override;
+  Result<std::shared_ptr<Endpoint>> connect(std::string_view peer_address) override;
+  void progress() override { engine_->poll(0); }
+
+ private:
+  ContextImpl() = default;
+
+  int rank_ = -1;
+  uint64_t id_ = 0;
+  std::string hostname_;
+  Config config_;
+  std::unique_ptr<ProgressEngine> engine_;
+  std::shared_ptr<MemoryRegistry> registry_;
+  std::unique_ptr<tcp::TcpTransport> tcp_;
+  std::mutex mu_;
+  std::unordered_map<uint64_t, std::shared_ptr<Endpoint>> endpoints_;
+};
+
+}  // namespace podnet::detail

@@ -1,0 +1,88 @@
+#include "bootstrap/netif.h"
+
+#include <gtest/gtest.h>
+
+namespace podnet::bootstrap {
+namespace {
+
+const std::vector<NetIf> kIfs = {
+    {"lo", "127.0.0.1", true, true},
+    {"docker0", "127.0.1.1", false, true},
+    {"eth0", "127.0.2.1", false, false},  // down
+    {"eth1", "127.0.3.1", false, true},
+    {"ib0", "127.0.4.1", false, true},
+};
+
+std::string pick(const std::vector<NetIf>& ifs, const std::string& spec) {
+  auto r = select_interface(ifs, spec);
+  return r.ok() ? r->name + " " + r->ipv4 : "error: " + r.status().message();
+}
+
+TEST(NetIf, EmptySpecPicksFirstUpNonLoopback) {
+  EXPECT_EQ(pick(kIfs, ""), "docker0 127.0.1.1");
+  EXPECT_EQ(pick({{"lo", "127.0.0.1", true, true}, {"eth0", "127.0.2.1", false, false}}, ""), "lo 127.0.0.1");
+}
+
+TEST(NetIf, ExactName) {
+  EXPECT_EQ(pick(kIfs, "ib0"), "ib0 127.0.4.1");
+  EXPECT_EQ(pick(kIfs, "lo"), "lo 127.0.0.1");
+  EXPECT_EQ(pick(kIfs, " eth1 "), "eth1 127.0.3.1");
+}
+
+TEST(NetIf, ExactNameDoesNotMatchPrefix) {
+  auto r = select_interface(kIfs, "eth");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Code::kUnavailable);
+}
+
+TEST(NetIf, Prefix) {
+  EXPECT_EQ(pick(kIfs, "^eth"), "eth1 127.0.3.1");  // eth0 is down
+  EXPECT_EQ(pick(kIfs, "^i"), "ib0 127.0.4.1");
+}
+
+TEST(NetIf, Exclusion) {
+  EXPECT_EQ(pick(kIfs, "!docker"), "eth1 127.0.3.1");  // skips lo (loopback), docker0, eth0 (down)
+  EXPECT_EQ(pick({{"lo", "127.0.0.1", true, true}, {"docker0", "127.0.1.1", false, true}}, "!docker"),
+            "lo 127.0.0.1");
+}
+
+TEST(NetIf, ListTriedInOrder) {
+  EXPECT_EQ(pick(kIfs, "eth7,^ib,eth1"), "ib0 127.0.4.1");
+  EXPECT_EQ(pick(kIfs, "eth0,eth1"), "eth1 127.0.3.1");
+}
+
+TEST(NetIf, ErrorListsInterfaces) {
+  auto r = select_interface(kIfs, "eth0,^mlx");
+  ASSERT_FALSE(r.ok());
+  const std::string& m = r.status().message();
+  EXPECT_NE(m.find("\"eth0,^mlx\""), std::string::npos) << m;
+  EXPECT_NE(m.find("eth0 is down"), std::string::npos) << m;
+  EXPECT_NE(m.find("lo 127.0.0.1"), std::string::npos) << m;
+  EXPECT_NE(m.find("eth1 127.0.3.1"), std::string::npos) << m;
+  EXPECT_NE(m.find("ib0 127.0.4.1"), std::string::npos) << m;
+}
+
+TEST(NetIf, MalformedSpecs) {
+  for (std::string spec : {"^", "!", "eth0,,eth1", ","}) {
+    auto r = select_interface(kIfs, spec);
+    ASSERT_FALSE(r.ok()) << spec;
+    EXPECT_EQ(r.status().code(), Code::kInvalidArgument) << spec;
+  }
+}
+
+TEST(NetIf, NothingUp) {
+  auto r = select_interface({{"eth0", "127.0.2.1", false, false}}, "");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("eth0 127.0.2.1 down"), std::string::npos) << r.status().message();
+}
+
+TEST(NetIf, ListInterfacesFindsLoopback) {
+  auto r = list_interfaces();
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  bool found = false;
+  for (const NetIf& i : *r) found |= i.loopback && i.ipv4 == "127.0.0.1";
+  EXPECT_TRUE(found) << "no loopback interface with 127.0.0.1";
+}
+
+}  // namespace
+}  // namespace podnet::bootstrap

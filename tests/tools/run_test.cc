@@ -1,0 +1,374 @@
+// `podnet run` end to end: the built binary (PODNET_BIN) starts real ranks, and each test
+// checks what a user would see: the ranks' environment and output, the launcher's messages
+// and exit code, and that no rank outlives the launcher.
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+extern char** environ;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Outcome {
+  int exit_code = -1;    // -1 when killed by a signal
+  int term_signal = 0;
+  std::string out, err;
+  double seconds = 0;
+};
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+std::vector<std::string> sorted_lines(const std::string& text) {
+  std::vector<std::string> lines = lines_of(text);
+  std::sort(lines.begin(), lines.end());
+  return lines;
+}
+
+// Called with the launcher's pid and its stdout so far, whenever more stdout arrives.
+using OnOutput = std::function<void(pid_t, const std::string&)>;
+
+// Runs `program args...` with stdout and stderr captured. A run past `limit_s` is killed
+// and fails the test, so a launcher that hangs cannot hang the suite.
+Outcome run_program(const std::string& program, const std::vector<std::string>& args,
+                    const std::vector<std::string>& extra_env = {}, const OnOutput& on_output = {},
+                    double limit_s = 20) {
+  Outcome o;
+  int out_pipe[2], err_pipe[2];
+  if (pipe2(out_pipe, O_CLOEXEC) != 0 || pipe2(err_pipe, O_CLOEXEC) != 0) {
+    ADD_FAILURE() << "pipe2: " << strerror(errno);
+    return o;
+  }
+  std::vector<std::string> argv_s{program};
+  argv_s.insert(argv_s.end(), args.begin(), args.end());
+  std::vector<std::string> env_s;
+  for (char** e = environ; *e != nullptr; ++e) env_s.emplace_back(*e);
+  env_s.insert(env_s.end(), extra_env.begin(), extra_env.end());
+  std::vector<char*> argv, envp;
+  for (auto& a : argv_s) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  for (auto& e : env_s) envp.push_back(e.data());
+  envp.push_back(nullptr);
+
+  const auto start = Clock::now();
+  pid_t pid = fork();
+  if (pid == 0) {
+    dup2(out_pipe[1], 1);
+    dup2(err_pipe[1], 2);
+    execvpe(program.c_str(), argv.data(), envp.data());
+    _exit(127);
+  }
+  close(out_pipe[1]);
+  close(err_pipe[1]);
+  bool out_open = true, err_open = true;
+  bool killed = false;
+  while (out_open || err_open) {
+    pollfd fds[2] = {{out_open ? out_pipe[0] : -1, POLLIN, 0}, {err_open ? err_pipe[0] : -1, POLLIN, 0}};
+    poll(fds, 2, 100);
+    char buf[65536];
+    if (fds[0].revents != 0) {
+      ssize_t n = read(out_pipe[0], buf, sizeof buf);
+      if (n > 0) {
+        o.out.append(buf, static_cast<size_t>(n));
+        if (on_output) on_output(pid, o.out);
+      } else {
+        out_open = false;
+      }
+    }
+    if (fds[1].revents != 0) {
+      ssize_t n = read(err_pipe[0], buf, sizeof buf);
+      if (n > 0) o.err.append(buf, static_cast<size_t>(n));
+      else err_open = false;
+    }
+    if (!killed && std::chrono::duration<double>(Clock::now() - start).count() > limit_s) {
+      ADD_FAILURE() << program << " still running after " << limit_s << " s; killing it";
+      kill(pid, SIGKILL);
+      killed = true;
+    }
+  }
+  close(out_pipe[0]);
+  close(err_pipe[0]);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  o.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  if (WIFEXITED(status)) o.exit_code = WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) o.term_signal = WTERMSIG(status);
+  return o;
+}
+
+std::string podnet_bin() {
+  const char* bin = getenv("PODNET_BIN");
+  return bin != nullptr ? bin : "podnet";
+}
+
+Outcome podnet(const std::vector<std::string>& args, const OnOutput& on_output = {}) {
+  return run_program(podnet_bin(), args, {}, on_output);
+}
+
+std::string describe(const Outcome& o) {
+  return "exit " + std::to_string(o.exit_code) + " signal " + std::to_string(o.term_signal) + " after " +
+         std::to_string(o.seconds) + " s\n--- stdout:\n" + o.out + "--- stderr:\n" + o.err;
+}
+
+// A directory where ranks leave their pids, to check afterwards that none survived.
+class PidDir {
+ public:
+  PidDir() {
+    char tmpl[] = "/tmp/podnet_run_test.XXXXXX";
+    path_ = mkdtemp(tmpl);
+  }
+  ~PidDir() { std::filesystem::remove_all(path_); }
+  const std::string& path() const { return path_; }
+  // Shell snippet: record this shell's pid (kept by `exec`).
+  std::string record() const { return "echo $$ > " + path_ + "/pid.$PODNET_RANK; "; }
+  std::vector<pid_t> pids() const {
+    std::vector<pid_t> out;
+    for (const auto& entry : std::filesystem::directory_iterator(path_)) {
+      std::ifstream in(entry.path());
+      pid_t pid = 0;
+      if (in >> pid) out.push_back(pid);
+    }
+    return out;
+  }
+  void expect_all_gone() const {
+    for (pid_t pid : pids()) EXPECT_TRUE(kill(pid, 0) != 0 && errno == ESRCH) << "rank pid " << pid << " survived";
+  }
+
+ private:
+  std::string path_;
+};
+
+// Sends `signo` to the launcher once `count` lines "[i] ready" have arrived.
+OnOutput signal_when_ready(int count, int signo, bool* sent) {
+  return [=](pid_t launcher, const std::string& out) {
+    size_t ready = 0;
+    for (const std::string& line : lines_of(out))
+      if (line.find("] ready") != std::string::npos) ++ready;
+    if (!*sent && ready == static_cast<size_t>(count)) {
+      kill(launcher, signo);
+      *sent = true;
+    }
+  };
+}
+
+TEST(Run, EveryRankSeesItsRankAndWorldSize) {
+  Outcome o = podnet({"run", "-n", "4", "--", "sh", "-c", "echo $PODNET_RANK/$PODNET_WORLD_SIZE"});
+  ASSERT_EQ(o.exit_code, 0) << describe(o);
+  EXPECT_EQ(sorted_lines(o.out), (std::vector<std::string>{"[0] 0/4", "[1] 1/4", "[2] 2/4", "[3] 3/4"}));
+  EXPECT_EQ(o.err, "");
+}
+
+TEST(Run, LocalRankVariables) {
+  Outcome o = podnet({"run", "-n", "2", "sh", "-c", "echo $PODNET_LOCAL_RANK/$PODNET_LOCAL_WORLD_SIZE"});
+  ASSERT_EQ(o.exit_code, 0) << describe(o);
+  EXPECT_EQ(sorted_lines(o.out), (std::vector<std::string>{"[0] 0/2", "[1] 1/2"}));
+}
+
+TEST(Run, StoreIsReachable) {
+  Outcome o = podnet({"run", "-n", "2", "--", "bash", "-c",
+                      "exec 3<>/dev/tcp/${PODNET_STORE%:*}/${PODNET_STORE##*:} && echo connected $PODNET_STORE"});
+  ASSERT_EQ(o.exit_code, 0) << describe(o);
+  std::vector<std::string> lines = sorted_lines(o.out);
+  ASSERT_EQ(lines.size(), 2u) << describe(o);
+  EXPECT_EQ(lines[0].rfind("[0] connected 127.0.0.1:", 0), 0u) << lines[0];
+  EXPECT_EQ(lines[0].substr(4), lines[1].substr(4)) << "ranks got different stores";
+}
+
+TEST(Run, FailingRankStopsTheOthers) {
+  PidDir dir;
+  Outcome o = podnet({"run", "-n", "4", "--", "sh", "-c",
+                      dir.record() + "if [ $PODNET_RANK = 2 ]; then sleep 0.3; exit 3; fi; exec sleep 30"});
+  EXPECT_EQ(o.exit_code, 3) << describe(o);
+  EXPECT_NE(o.err.find("rank 2 (pid "), std::string::npos) << o.err;
+  EXPECT_NE(o.err.find("exited with code 3; stopping the other 3 ranks"), std::string::npos) << o.err;
+  EXPECT_LT(o.seconds, 10);
+  EXPECT_EQ(dir.pids().size(), 4u);
+  dir.expect_all_gone();
+}
+
+TEST(Run, KilledRankIsReportedWithTheSignalName) {
+  Outcome o = podnet({"run", "-n", "2", "--", "sh", "-c",
+                      "if [ $PODNET_RANK = 1 ]; then kill -9 $$; fi; exec sleep 30"});
+  EXPECT_EQ(o.exit_code, 128 + SIGKILL) << describe(o);
+  EXPECT_NE(o.err.find("rank 1 (pid "), std::string::npos) << o.err;
+  EXPECT_NE(o.err.find("killed by signal SIGKILL"), std::string::npos) << o.err;
+  EXPECT_LT(o.seconds, 10);
+}
+
+TEST(Run, SigintIsForwardedToRanks) {
+  PidDir dir;
+  bool sent = false;
+  Outcome o = podnet({"run", "-n", "3", "--", "sh", "-c", dir.record() + "echo ready; exec sleep 30"},
+                     signal_when_ready(3, SIGINT, &sent));
+  ASSERT_TRUE(sent) << "the ranks' output did not arrive while they ran\n" << describe(o);
+  EXPECT_EQ(o.exit_code, 128 + SIGINT) << describe(o);
+  EXPECT_NE(o.err.find("received SIGINT"), std::string::npos) << o.err;
+  EXPECT_LT(o.seconds, 10);
+  dir.expect_all_gone();
+}
+
+TEST(Run, RankIgnoringSigtermIsKilledAfterTheGracePeriod) {
+  bool sent = false;
+  Outcome o = podnet({"run", "-n", "1", "--grace-ms", "300", "--", "sh", "-c",
+                      "trap '' TERM; echo ready; while :; do sleep 0.1; done"},
+                     signal_when_ready(1, SIGTERM, &sent));
+  ASSERT_TRUE(sent) << describe(o);
+  EXPECT_EQ(o.exit_code, 128 + SIGTERM) << describe(o);
+  EXPECT_NE(o.err.find("did not stop within 300 ms; sending SIGKILL"), std::string::npos) << o.err;
+  EXPECT_LT(o.seconds, 10);
+}
+
+TEST(Run, TimeoutStopsEverything) {
+  PidDir dir;
+  Outcome o = podnet({"run", "-n", "2", "--timeout", "1", "--", "sh", "-c", dir.record() + "exec sleep 30"});
+  EXPECT_EQ(o.exit_code, 124) << describe(o);
+  EXPECT_NE(o.err.find("timeout"), std::string::npos) << o.err;
+  EXPECT_NE(o.err.find("ranks 0, 1 still running"), std::string::npos) << o.err;
+  EXPECT_GT(o.seconds, 0.9);
+  EXPECT_LT(o.seconds, 10);
+  dir.expect_all_gone();
+}
+
+TEST(Run, StderrIsForwardedToStderr) {
+  Outcome o = podnet({"run", "-n", "2", "--", "sh", "-c", "echo out; echo err >&2"});
+  ASSERT_EQ(o.exit_code, 0) << describe(o);
+  EXPECT_EQ(sorted_lines(o.out), (std::vector<std::string>{"[0] out", "[1] out"}));
+  EXPECT_EQ(sorted_lines(o.err), (std::vector<std::string>{"[0] err", "[1] err"}));
+}
+
+TEST(Run, NoPrefix) {
+  Outcome o = podnet({"run", "--no-prefix", "-n", "2", "--", "sh", "-c", "echo hi"});
+  ASSERT_EQ(o.exit_code, 0) << describe(o);
+  EXPECT_EQ(o.out, "hi\nhi\n");
+}
+
+TEST(Run, EnvOptionsReachEveryRank) {
+  Outcome o = podnet({"run", "-n", "2", "--env", "FOO=bar", "--env", "FOO=baz", "--env", "X=a b", "sh", "-c",
+                      "echo \"$FOO $X\""});
+  ASSERT_EQ(o.exit_code, 0) << describe(o);
+  EXPECT_EQ(sorted_lines(o.out), (std::vector<std::string>{"[0] baz a b", "[1] baz a b"}));
+}
+
+TEST(Run, EnvCannotOverrideRankVariables) {
+  Outcome o = podnet({"run", "-n", "1", "--env", "PODNET_RANK=7", "--", "true"});
+  EXPECT_EQ(o.exit_code, 1) << describe(o);
+  EXPECT_NE(o.err.find("PODNET_RANK"), std::string::npos) << o.err;
+}
+
+// Lines far longer than a pipe's atomic write size, from 4 ranks at once: each arrives whole.
+TEST(Run, LongLinesAreNeverMixed) {
+  Outcome o = podnet({"run", "-n", "4", "--", "awk",
+                      "BEGIN { s = ENVIRON[\"PODNET_RANK\"]; while (length(s) < 20000) s = s s;"
+                      " s = substr(s, 1, 20000); for (i = 0; i < 50; i++) print s }"});
+  ASSERT_EQ(o.exit_code, 0) << o.err;
+  std::vector<std::string> lines = lines_of(o.out);
+  ASSERT_EQ(lines.size(), 200u);
+  for (const std::string& line : lines) {
+    ASSERT_EQ(line.size(), 4u + 20000u);
+    char r = line[1];
+    EXPECT_EQ(line.substr(0, 4), std::string("[") + r + "] ");
+    EXPECT_EQ(line.find_first_not_of(r, 4), std::string::npos) << "rank " << r << " line mixed with another";
+  }
+}
+
+TEST(Run, LastLineWithoutNewlineIsCompleted) {
+  Outcome o = podnet({"run", "-n", "1", "--", "printf", "a\\nb"});
+  ASSERT_EQ(o.exit_code, 0) << describe(o);
+  EXPECT_EQ(o.out, "[0] a\n[0] b\n");
+}
+
+TEST(Run, RanksInheritOnlyStdio) {
+  // An fd the launcher inherits without O_CLOEXEC must not reach the ranks either.
+  int leaked = open("/dev/null", O_RDONLY);
+  ASSERT_GE(leaked, 3);
+  Outcome o = podnet({"run", "-n", "1", "--", "sh", "-c", "ls /proc/$$/fd; true"});
+  close(leaked);
+  ASSERT_EQ(o.exit_code, 0) << describe(o);
+  EXPECT_EQ(lines_of(o.out), (std::vector<std::string>{"[0] 0", "[0] 1", "[0] 2"}));
+}
+
+TEST(Run, StdinIsDevNull) {
+  Outcome o = podnet({"run", "-n", "2", "--", "sh", "-c", "cat; echo done"});
+  ASSERT_EQ(o.exit_code, 0) << describe(o);
+  EXPECT_EQ(sorted_lines(o.out), (std::vector<std::string>{"[0] done", "[1] done"}));
+}
+
+TEST(Run, CommandNotFound) {
+  Outcome o = podnet({"run", "-n", "2", "--", "podnet-no-such-command"});
+  EXPECT_EQ(o.exit_code, 127) << describe(o);
+  EXPECT_NE(o.err.find("podnet-no-such-command: command not found"), std::string::npos) << o.err;
+  o = podnet({"run", "-n", "2", "--", "/nonexistent/podnet-cmd"});
+  EXPECT_EQ(o.exit_code, 127) << describe(o);
+}
+
+TEST(Run, CommandThatCannotBeExecuted) {
+  PidDir dir;
+  const std::string script = dir.path() + "/bad-interpreter";
+  std::ofstream(script) << "#!/nonexistent/interpreter\n";
+  ASSERT_EQ(chmod(script.c_str(), 0755), 0);
+  Outcome o = podnet({"run", "-n", "2", "--", script});
+  EXPECT_EQ(o.exit_code, 126) << describe(o);
+  EXPECT_NE(o.err.find("cannot start rank 0: exec " + script), std::string::npos) << o.err;
+}
+
+TEST(Run, AllRanksSucceedingAtDifferentTimesExitsZero) {
+  Outcome o = podnet({"run", "-n", "3", "--", "sh", "-c", "sleep 0.$PODNET_RANK; echo done"});
+  EXPECT_EQ(o.exit_code, 0) << describe(o);
+  EXPECT_EQ(sorted_lines(o.out), (std::vector<std::string>{"[0] done", "[1] done", "[2] done"}));
+}
+
+TEST(Run, HelpExplainsOptionsAndEnvironment) {
+  Outcome o = podnet({"run", "--help"});
+  ASSERT_EQ(o.exit_code, 0) << describe(o);
+  for (const char* word : {"-n", "--env", "--no-prefix", "--grace-ms", "--timeout", "PODNET_RANK",
+                           "PODNET_WORLD_SIZE", "PODNET_LOCAL_RANK", "PODNET_LOCAL_WORLD_SIZE", "PODNET_STORE",
+                           "SIGKILL", "124", "Exit code"})
+    EXPECT_NE(o.out.find(word), std::string::npos) << "help does not mention " << word << "\n" << o.out;
+}
+
+bool in_path(const std::string& name) {
+  const char* path = getenv("PATH");
+  std::istringstream dirs(path != nullptr ? path : "");
+  for (std::string dir; std::getline(dirs, dir, ':');)
+    if (access((dir + "/" + name).c_str(), X_OK) == 0) return true;
+  return false;
+}
+
+// Ranks started by Open MPI's mpirun find their rank where launch_env looks for it.
+TEST(Mpirun, StartsRanksWithOmpiEnvironment) {
+  if (!in_path("mpirun")) GTEST_SKIP() << "mpirun not in PATH (Debian: apt-get install openmpi-bin)";
+  Outcome o = run_program("mpirun",
+                          {"-n", "2", "--allow-run-as-root", "--oversubscribe", "sh", "-c",
+                           "echo $OMPI_COMM_WORLD_RANK/$OMPI_COMM_WORLD_SIZE"},
+                          {"OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1"});
+  ASSERT_EQ(o.exit_code, 0) << describe(o);
+  EXPECT_EQ(sorted_lines(o.out), (std::vector<std::string>{"0/2", "1/2"}));
+}
+
+}  // namespace

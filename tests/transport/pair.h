@@ -1,0 +1,53 @@
+// Two contexts in one process connected to each other: the fast way to run the transport
+// conformance tests (ranks as threads). Forked multi-process tests live in tests/tools.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <podnet/podnet.h>
+
+#include <chrono>
+#include <memory>
+#include <numeric>
+#include <vector>
+
+namespace podnet::testing {
+
+inline constexpr auto kWait = std::chrono::seconds(20);
+
+struct Pair {
+  std::unique_ptr<Context> a, b;
+  std::shared_ptr<Endpoint> ab, ba;  // a's endpoint to b, b's endpoint to a
+
+  static Pair make() {
+    Pair p;
+    ContextOptions o;
+    o.bind_address = "127.0.0.1";
+    o.rank = 0;
+    auto a = Context::create(o);
+    EXPECT_TRUE(a.ok()) << a.status().to_string();
+    o.rank = 1;
+    auto b = Context::create(o);
+    EXPECT_TRUE(b.ok()) << b.status().to_string();
+    p.a = std::move(a).value();
+    p.b = std::move(b).value();
+    auto ab = p.a->connect(p.b->address());
+    EXPECT_TRUE(ab.ok()) << ab.status().to_string();
+    auto ba = p.b->connect(p.a->address());
+    EXPECT_TRUE(ba.ok()) << ba.status().to_string();
+    p.ab = *ab;
+    p.ba = *ba;
+    return p;
+  }
+};
+
+inline std::vector<std::byte> pattern(size_t n, uint32_t seed) {
+  std::vector<std::byte> v(n);
+  uint32_t x = seed * 2654435761u + 1;
+  for (auto& b : v) {
+    x ^= x << 13; x ^= x >> 17; x ^= x << 5;
+    b = static_cast<std::byte>(x);
+  }
+  return v;
+}
+
+}  // namespace podnet::testing

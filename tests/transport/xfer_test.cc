@@ -1,0 +1,162 @@
+// Transfer-engine conformance over TCP, two contexts in one process.
+#include <thread>
+
+#include "pair.h"
+
+namespace podnet::testing {
+namespace {
+
+class XferSizes : public ::testing::TestWithParam<size_t> {};
+
+// Sizes the issue names: 0, 1, 3, 4095, 4096, 1 MiB + 7, 64 MiB.
+INSTANTIATE_TEST_SUITE_P(Sizes, XferSizes,
+                         ::testing::Values(0, 1, 3, 4095, 4096, (1u << 20) + 7, 64u << 20));
+
+TEST_P(XferSizes, WriteReadSendNotifyAtUnalignedOffsets) {
+  const size_t n = GetParam();
+  Pair p = Pair::make();
+  // +3 offsets make every buffer unaligned.
+  std::vector<std::byte> src = pattern(n + 3, 1), dst(n + 3), back(n + 3);
+  auto msrc = p.a->register_memory(src.data(), src.size(), Access::kNone).value();
+  auto mdst = p.b->register_memory(dst.data(), dst.size(), Access::kRemoteReadWrite).value();
+  auto mback = p.a->register_memory(back.data(), back.size(), Access::kNone).value();
+  RemoteKey key = RemoteKey::deserialize(mdst.remote_key().serialize()).value();
+
+  ASSERT_TRUE(p.ab->write(msrc, 3, key, 3, n).wait(kWait).ok());
+  EXPECT_TRUE(std::equal(src.begin() + 3, src.end(), dst.begin() + 3));
+
+  ASSERT_TRUE(p.ab->read(mback, 3, key, 3, n).wait(kWait).ok());
+  EXPECT_TRUE(std::equal(src.begin() + 3, src.end(), back.begin() + 3));
+
+  std::fill(dst.begin(), dst.end(), std::byte{0});
+  Request note = p.ba->recv_notify();
+  Status st = p.ab->write_notify(msrc, 3, key, 3, n, 0xfeed).wait(kWait);
+  ASSERT_TRUE(st.ok()) << st.to_string();
+  ASSERT_TRUE(note.wait(kWait).ok());
+  EXPECT_EQ(note.imm(), 0xfeedu);
+  EXPECT_TRUE(std::equal(src.begin() + 3, src.end(), dst.begin() + 3));
+
+  std::vector<std::byte> rbuf(n + 3);
+  Request r = p.ba->recv(rbuf.data() + 3, n, 42);
+  Request s = p.ab->send(src.data() + 3, n, 42);
+  ASSERT_TRUE(s.wait(kWait).ok());
+  ASSERT_TRUE(r.wait(kWait).ok()) << r.status().to_string();
+  EXPECT_EQ(r.bytes(), n);
+  EXPECT_EQ(r.tag(), 42u);
+  EXPECT_TRUE(std::equal(src.begin() + 3, src.end(), rbuf.begin() + 3));
+}
+
+TEST_P(XferSizes, UnexpectedMessageArrivesBeforeRecv) {
+  const size_t n = GetParam();
+  Pair p = Pair::make();
+  auto src = pattern(n, 7);
+  Request s = p.ab->send(src.data(), n, 9);
+  if (n <= 65536) {
+    ASSERT_TRUE(s.wait(kWait).ok());  // eager: completes without a receive
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  std::vector<std::byte> dst(n);
+  Request r = p.ba->recv(dst.data(), n, 9);
+  ASSERT_TRUE(r.wait(kWait).ok()) << r.status().to_string();
+  ASSERT_TRUE(s.wait(kWait).ok());
+  EXPECT_EQ(dst, src);
+}
+
+TEST(Xfer, TagsMatchInPostedOrderWithMask) {
+  Pair p = Pair::make();
+  uint32_t a = 1, b = 2, c = 3, got[3] = {};
+  Request r1 = p.ba->recv(&got[0], 4, 0x200, 0xF00);  // any tag 0x2__
+  Request r2 = p.ba->recv(&got[1], 4, 0x100);
+  ASSERT_TRUE(p.ab->send(&a, 4, 0x100).wait(kWait).ok());
+  ASSERT_TRUE(p.ab->send(&b, 4, 0x2AB).wait(kWait).ok());
+  ASSERT_TRUE(p.ab->send(&c, 4, 0x2CD).wait(kWait).ok());
+  ASSERT_TRUE(r1.wait(kWait).ok());
+  ASSERT_TRUE(r2.wait(kWait).ok());
+  EXPECT_EQ(got[0], 2u);
+  EXPECT_EQ(r1.tag(), 0x2ABu);
+  EXPECT_EQ(got[1], 1u);
+  Request r3 = p.ba->recv(&got[2], 4, 0, 0);  // wildcard takes the queued one
+  ASSERT_TRUE(r3.wait(kWait).ok());
+  EXPECT_EQ(got[2], 3u);
+  EXPECT_EQ(r3.tag(), 0x2CDu);
+}
+
+TEST(Xfer, MessageLargerThanReceiveBufferFailsClearly) {
+  Pair p = Pair::make();
+  for (size_t n : {size_t{100}, size_t{1} << 20}) {
+    std::vector<std::byte> src(n), dst(n / 2);
+    Request r = p.ba->recv(dst.data(), dst.size(), 5);
+    Request s = p.ab->send(src.data(), n, 5);
+    Status st = r.wait(kWait);
+    EXPECT_EQ(st.code(), Code::kInvalidArgument) << st.to_string();
+    EXPECT_NE(st.message().find("exceeds the receive buffer"), std::string::npos) << st.message();
+    (void)s.wait(kWait);
+  }
+  // The endpoint still works afterwards.
+  uint64_t v = 77, w = 0;
+  Request r = p.ba->recv(&w, 8, 1);
+  ASSERT_TRUE(p.ab->send(&v, 8, 1).wait(kWait).ok());
+  ASSERT_TRUE(r.wait(kWait).ok());
+  EXPECT_EQ(w, 77u);
+}
+
+TEST(Xfer, ThousandOutstandingRequests) {
+  Pair p = Pair::make();
+  constexpr int kN = 1000;
+  std::vector<uint64_t> src(kN), dst(kN, 0), rbuf(kN, 0);
+  for (int i = 0; i < kN; ++i) src[i] = 1000003ull * i + 17;
+  auto msrc = p.a->register_memory(src.data(), src.size() * 8, Access::kNone).value();
+  auto mdst = p.b->register_memory(dst.data(), dst.size() * 8, Access::kRemoteWrite).value();
+  std::vector<Request> reqs;
+  for (int i = 0; i < kN; ++i) reqs.push_back(p.ab->write(msrc, i * 8, mdst.remote_key(), i * 8, 8));
+  std::vector<Request> recvs;
+  for (int i = 0; i < kN; ++i) recvs.push_back(p.ba->recv(&rbuf[i], 8, i));
+  for (int i = 0; i < kN; ++i) reqs.push_back(p.ab->send(&src[i], 8, i));
+  int completed_by_callback = 0;
+  for (auto& r : reqs) r.on_complete([&](const Status& st) { completed_by_callback += st.ok(); });
+  for (auto& r : reqs) ASSERT_TRUE(r.wait(kWait).ok()) << r.status().to_string();
+  for (auto& r : recvs) ASSERT_TRUE(r.wait(kWait).ok());
+  EXPECT_EQ(completed_by_callback, 2 * kN);
+  EXPECT_EQ(dst, src);
+  EXPECT_EQ(rbuf, src);
+}
+
+TEST(Xfer, SeveralThreadsPostAtOnce) {
+  Pair p = Pair::make();
+  constexpr int kThreads = 4, kPer = 200;
+  constexpr size_t kSize = 4096;
+  std::vector<std::byte> src = pattern(kThreads * kSize, 3), dst(kThreads * kSize);
+  auto msrc = p.a->register_memory(src.data(), src.size(), Access::kNone).value();
+  auto mdst = p.b->register_memory(dst.data(), dst.size(), Access::kRemoteWrite).value();
+  std::vector<std::thread> ts;
+  std::atomic<int> failures{0};
+  for (int t = 0; t < kThreads; ++t) {
+    ts.emplace_back([&, t] {
+      for (int i = 0; i < kPer; ++i) {
+        if (!p.ab->write(msrc, t * kSize, mdst.remote_key(), t * kSize, kSize).wait(kWait).ok()) failures++;
+        uint32_t v = t * 1000 + i, w = 0;
+        Request r = p.ba->recv(&w, 4, 1000 + t);
+        if (!p.ab->send(&v, 4, 1000 + t).wait(kWait).ok()) failures++;
+        if (!r.wait(kWait).ok() || w != v) failures++;
+      }
+    });
+  }
+  for (auto& t : ts) t.join();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(dst, src);
+}
+
+TEST(Xfer, ConnectToSelf) {
+  ContextOptions o;
+  o.bind_address = "127.0.0.1";
+  auto ctx = Context::create(o).value();
+  auto ep = ctx->connect(ctx->address()).value();
+  std::vector<std::byte> a = pattern(10000, 5), b(10000);
+  auto ma = ctx->register_memory(a.data(), a.size(), Access::kNone).value();
+  auto mb = ctx->register_memory(b.data(), b.size(), Access::kRemoteWrite).value();
+  ASSERT_TRUE(ep->write(ma, 0, mb.remote_key(), 0, a.size()).wait(kWait).ok());
+  EXPECT_EQ(a, b);
+}
+
+}  // namespace
+}  // namespace podnet::testing
