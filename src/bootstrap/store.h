@@ -31,7 +31,8 @@ class StoreServer {
 class StoreClient {
  public:
   // Connects to "host:port", retrying with exponential backoff until `timeout` (the server
-  // may start later than its clients).
+  // may start later than its clients). `timeout` also bounds every later request that has no
+  // timeout of its own (set, get, add, ...), with a floor of 5 s: a frozen server is an error.
   static Result<std::unique_ptr<StoreClient>> connect(const std::string& address,
                                                       std::chrono::milliseconds timeout);
   virtual ~StoreClient() = default;
@@ -46,7 +47,8 @@ class StoreClient {
   // Atomically adds `delta` to the integer stored at key (missing = 0); returns the new value.
   virtual Result<int64_t> add(const std::string& key, int64_t delta) = 0;
   // Sets key to `desired` if its value equals `expected` (nullopt: the key must not exist).
-  // Returns the value after the operation.
+  // Returns the value after the operation (kUnavailable when `expected` was given and the key
+  // does not exist).
   virtual Result<std::string> compare_set(const std::string& key,
                                           const std::optional<std::string>& expected,
                                           const std::string& desired) = 0;

@@ -62,6 +62,9 @@ class Client final : public StoreClient {
   Result<Frame> recv_frame(Clock::time_point deadline, const std::string& what);
   // Sends `req` and returns its reply, which must be one of `ok_types`; error replies
   // become their Status.
+  Status unusable(const std::string& what) const {
+    return error(broken_.code(), what, "connection unusable after an earlier error ({})", broken_.message());
+  }
   Result<Frame> call(Frame req, std::initializer_list<Type> ok_types, const std::string& what,
                      std::optional<Clock::time_point> deadline = std::nullopt);
   // The Status an error reply carries; a protocol error also ends the connection.
@@ -145,7 +148,7 @@ Status Client::server_error(const Frame& reply, const std::string& what) {
 
 Result<Frame> Client::call(Frame req, std::initializer_list<Type> ok_types, const std::string& what,
                            std::optional<Clock::time_point> deadline) {
-  if (!broken_.ok()) return broken_.with_context("{}", what);
+  if (!broken_.ok()) return unusable(what);
   auto start = Clock::now();
   auto until = deadline.value_or(start + io_timeout_);
   PODNET_RETURN_IF_ERROR(send_frame(req, until, what));
@@ -194,7 +197,7 @@ Result<std::string> Client::get(const std::string& key) {
 
 Status Client::wait(const std::vector<std::string>& keys, milliseconds timeout) {
   std::string what = "wait for " + wire::join_keys(keys);
-  if (!broken_.ok()) return broken_.with_context("{}", what);
+  if (!broken_.ok()) return unusable(what);
   if (keys.empty() || keys.size() > wire::kMaxWaitKeys)
     return error(Code::kInvalidArgument, what, "wait takes 1..{} keys, not {}", wire::kMaxWaitKeys, keys.size());
   for (const auto& k : keys) PODNET_RETURN_IF_ERROR(check_key(k, what));
@@ -267,7 +270,8 @@ Result<bool> Client::erase(const std::string& key) {
 // Generation g of barrier `name` is complete when the arrival counter reaches (g+1)*n; the
 // caller that gets there sets the generation's key, which everyone waits for. That caller
 // also erases generation g-1's key: every rank has left that barrier before entering this one.
-// All callers must pass the same world_size.
+// All callers must pass the same world_size. A caller that times out stays counted, so the
+// name is out of step afterwards; a timed-out barrier is meant to end the job, not be retried.
 Status Client::barrier(const std::string& name, int world_size, milliseconds timeout) {
   std::string what = "barrier " + wire::printable(name);
   if (name.empty() || world_size < 1)

@@ -1,8 +1,7 @@
 // StoreServer: one thread, one epoll set, every connection non-blocking. All state (the
 // connections here, the data and pending waits in StoreState) belongs to that thread, so it
-// needs no locks; stop()
-// wakes it through an eventfd. A connection that sends anything the decoder rejects is
-// dropped, so a port scanner or a confused peer costs one log line and nothing else.
+// needs no locks; stop() wakes it through an eventfd. A connection that sends anything the
+// decoder rejects is dropped, so a port scanner or a confused peer costs one log line.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>

@@ -11,9 +11,10 @@ void RequestState::complete(Status status) {
     if (done_.load(std::memory_order_relaxed)) return;
     status_ = std::move(status);
     cb = std::move(callback_);
-    done_.store(1, std::memory_order_release);
+    done_.store(1, std::memory_order_seq_cst);
   }
-  futex_wake_all(&done_);
+  // Most completions have nobody asleep on them: skip the system call.
+  if (sleepers_.load(std::memory_order_seq_cst) > 0) futex_wake_all(&done_);
   if (cb) cb(status_);
 }
 
@@ -50,7 +51,9 @@ void RequestState::on_complete(std::function<void(const Status&)> cb) {
 }
 
 void RequestState::block_for(int64_t timeout_ns) {
+  sleepers_.fetch_add(1, std::memory_order_seq_cst);
   if (!done()) futex_wait(&done_, 0, timeout_ns);
+  sleepers_.fetch_sub(1, std::memory_order_seq_cst);
 }
 
 }  // namespace podnet::detail

@@ -45,6 +45,7 @@ class RequestState {
   const char* op_;
   uint64_t seq_;
   std::atomic<uint32_t> done_{0};
+  std::atomic<uint32_t> sleepers_{0};  // threads inside block_for: complete() wakes only if any
   std::atomic<int> parts_{1};
   mutable std::mutex mu_;  // guards status_, first_error_, callback_
   Status status_;

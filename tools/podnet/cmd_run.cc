@@ -21,6 +21,7 @@ Every rank gets the launcher's environment, then the --env variables, then:
   PODNET_LOCAL_RANK=i           rank on this host (every rank is local: same as PODNET_RANK)
   PODNET_LOCAL_WORLD_SIZE=N     number of ranks on this host
   PODNET_STORE=127.0.0.1:PORT   the rendezvous store that the launcher hosts for the job
+  PODNET_IFNAME=lo              only when not set already: local ranks talk over loopback
 Ranks read stdin from /dev/null. Each rank runs in its own process group; signals from the
 launcher go to that whole group. A rank dies with SIGKILL if the launcher itself dies.
 

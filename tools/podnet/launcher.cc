@@ -507,6 +507,9 @@ int Job::run() {
     std::erase_if(base, [&e](const std::string& b) { return key_of(b) == key_of(e); });
     base.push_back(e);
   }
+  // Every rank is on this host, so the ranks talk over loopback unless told otherwise.
+  if (std::none_of(base.begin(), base.end(), [](const std::string& b) { return key_of(b) == "PODNET_IFNAME"; }))
+    base.emplace_back("PODNET_IFNAME=lo");
 
   ranks_.resize(static_cast<size_t>(options_.nranks));
   const std::string n = std::to_string(options_.nranks);

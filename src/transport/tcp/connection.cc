@@ -254,39 +254,28 @@ void Connection::on_event(uint32_t events) {
 }
 
 void Connection::read_ready() {
-  for (int round = 0; round < kReadBudget; ++round) {
+  // Parse everything already buffered; bound only the recv() calls per event so one busy
+  // connection cannot starve the others (level-triggered epoll reports what is left).
+  // Never return with a complete frame still in the buffer: nothing would report it.
+  int recvs_left = kReadBudget;
+  bool drained = false;  // the socket had nothing more at the last recv()
+  for (;;) {
     if (state_.load() == State::kClosed) return;
     size_t buffered = rx_end_ - rx_begin_;
-    if (in_payload_) {
-      if (buffered > 0) {
-        size_t take = static_cast<size_t>(std::min<uint64_t>(buffered, payload_left_));
-        if (sink_.kind == RxSink::Kind::kData) {
-          std::memcpy(sink_.dst, rxbuf_.data() + rx_begin_, take);
-          sink_.dst += take;
-        } else if (sink_.kind == RxSink::Kind::kControl) {
-          control_.append(reinterpret_cast<const char*>(rxbuf_.data() + rx_begin_), take);
-        }
-        rx_begin_ += take;
-        payload_left_ -= take;
-        if (payload_left_ == 0) finish_payload();
-        continue;
+    if (in_payload_ && buffered > 0) {
+      size_t take = static_cast<size_t>(std::min<uint64_t>(buffered, payload_left_));
+      if (sink_.kind == RxSink::Kind::kData) {
+        std::memcpy(sink_.dst, rxbuf_.data() + rx_begin_, take);
+        sink_.dst += take;
+      } else if (sink_.kind == RxSink::Kind::kControl) {
+        control_.append(reinterpret_cast<const char*>(rxbuf_.data() + rx_begin_), take);
       }
-      if (sink_.kind == RxSink::Kind::kData && payload_left_ >= kDirectMin) {
-        ssize_t r = recv(fd_, sink_.dst, payload_left_, MSG_DONTWAIT);
-        if (r > 0) {
-          last_rx_ns_.store(now_ns(), std::memory_order_relaxed);
-          sink_.dst += r;
-          payload_left_ -= static_cast<uint64_t>(r);
-          if (payload_left_ == 0) finish_payload();
-          continue;
-        }
-        if (r == 0) { fail(Status::PeerFailed("connection closed by {} in the middle of a {} frame", remote_, frame_type_name(sink_.hdr.type))); return; }
-        if (errno == EAGAIN || errno == EWOULDBLOCK) return;
-        if (errno == EINTR) continue;
-        fail(Status::PeerFailed("recv from {}: {}", remote_, std::strerror(errno)));
-        return;
-      }
-    } else if (buffered >= kHeaderSize) {
+      rx_begin_ += take;
+      payload_left_ -= take;
+      if (payload_left_ == 0) finish_payload();
+      continue;
+    }
+    if (!in_payload_ && buffered >= kHeaderSize) {
       auto h = decode_header(rxbuf_.data() + rx_begin_);
       if (!h.ok()) {
         fail(h.status().with_context("frame from {}", remote_));
@@ -296,21 +285,40 @@ void Connection::read_ready() {
       if (!handle_header(*h)) return;
       continue;
     }
-    // Need more bytes in the receive buffer.
-    if (rx_begin_ > 0) {
-      std::memmove(rxbuf_.data(), rxbuf_.data() + rx_begin_, rx_end_ - rx_begin_);
-      rx_end_ -= rx_begin_;
-      rx_begin_ = 0;
+    // Everything buffered is consumed; more bytes must come from the socket.
+    if (drained || recvs_left-- <= 0) return;
+    ssize_t r;
+    if (in_payload_ && sink_.kind == RxSink::Kind::kData && payload_left_ >= kDirectMin) {
+      r = recv(fd_, sink_.dst, payload_left_, MSG_DONTWAIT);  // straight into the destination
+      if (r > 0) {
+        sink_.dst += r;
+        payload_left_ -= static_cast<uint64_t>(r);
+        if (payload_left_ == 0) finish_payload();
+        else drained = true;  // a short read: the socket is (momentarily) empty
+      }
+    } else {
+      if (rx_begin_ > 0) {
+        std::memmove(rxbuf_.data(), rxbuf_.data() + rx_begin_, rx_end_ - rx_begin_);
+        rx_end_ -= rx_begin_;
+        rx_begin_ = 0;
+      }
+      size_t room = rxbuf_.size() - rx_end_;
+      r = recv(fd_, rxbuf_.data() + rx_end_, room, MSG_DONTWAIT);
+      if (r > 0) {
+        rx_end_ += static_cast<size_t>(r);
+        // A short read drained the socket: parse what we have, then stop instead of paying
+        // for a recv() that returns EAGAIN.
+        if (static_cast<size_t>(r) < room) drained = true;
+      }
     }
-    ssize_t r = recv(fd_, rxbuf_.data() + rx_end_, rxbuf_.size() - rx_end_, MSG_DONTWAIT);
     if (r > 0) {
       last_rx_ns_.store(now_ns(), std::memory_order_relaxed);
-      rx_end_ += static_cast<size_t>(r);
       continue;
     }
     if (r == 0) {
       bool mid = in_payload_ || rx_end_ > rx_begin_;
-      fail(Status::PeerFailed("connection closed by {}{}", remote_, mid ? " in the middle of a frame" : ""));
+      fail(Status::PeerFailed("connection closed by {}{}", remote_,
+                              mid ? fmt::format(" in the middle of a {} frame", frame_type_name(sink_.hdr.type)) : ""));
       return;
     }
     if (errno == EAGAIN || errno == EWOULDBLOCK) return;

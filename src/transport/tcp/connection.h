@@ -107,10 +107,11 @@ class Connection : public detail::EventHandler, public std::enable_shared_from_t
   std::string remote_;
   std::string host_;
   uint16_t port_ = 0;
-  int64_t connect_deadline_ns_ = 0;
+  // No deadline until start_connect/adopt: housekeeping may see the connection first.
+  int64_t connect_deadline_ns_ = INT64_MAX;
   int64_t retry_at_ns_ = 0;
   int64_t backoff_ns_ = 0;
-  int64_t handshake_deadline_ns_ = 0;
+  int64_t handshake_deadline_ns_ = INT64_MAX;
   Status last_connect_error_;
 
   std::mutex tx_mu_;

@@ -570,6 +570,7 @@ void TcpEndpoint::tick(int64_t now) {
 }
 
 void TcpEndpoint::close_gracefully() {
+  graceful_.store(true);  // the peer closing in answer to our bye is expected, not a failure
   std::vector<std::shared_ptr<Connection>> conns;
   {
     std::lock_guard lk(conn_mu_);

@@ -1,0 +1,385 @@
+#include "bench_p2p.h"
+
+#include <algorithm>
+#include <cstring>
+#include <deque>
+
+#include "base/clock.h"
+#include "telemetry/histogram.h"
+#include "xfer/world.h"
+
+namespace podnet::tool {
+namespace {
+
+constexpr uint64_t kCtrl = 1ull << 63;  // control messages between the two ranks
+constexpr uint64_t kCtrlGo = kCtrl | 1, kCtrlDone = kCtrl | 2, kCtrlBatch = kCtrl | 3, kCtrlVerified = kCtrl | 4,
+                   kCtrlKey = kCtrl | 5, kCtrlFinish = kCtrl | 6;
+constexpr uint64_t kSlotBudget = 128ull << 20;  // bytes of buffer per side
+
+// The payload of iteration `iter`: cheap to generate and to check, different per iteration.
+void fill(std::byte* p, size_t n, uint64_t iter) {
+  uint64_t x = iter * 0x9E3779B97F4A7C15ull + 0x1234567;
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    x += 0x9E3779B97F4A7C15ull;
+    std::memcpy(p + i, &x, 8);
+  }
+  for (; i < n; ++i) p[i] = static_cast<std::byte>(iter + i);
+}
+
+bool matches(const std::byte* p, size_t n, uint64_t iter) {
+  uint64_t x = iter * 0x9E3779B97F4A7C15ull + 0x1234567;
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    x += 0x9E3779B97F4A7C15ull;
+    if (std::memcmp(p + i, &x, 8) != 0) return false;
+  }
+  for (; i < n; ++i)
+    if (p[i] != static_cast<std::byte>(iter + i)) return false;
+  return true;
+}
+
+struct Ctx {
+  World& world;
+  const P2pOptions& o;
+  std::shared_ptr<Endpoint> ep;
+  std::vector<std::byte> buf;  // slots * size (+ room for the largest size)
+  MemoryRegion mr;
+  RemoteKey peer_key;
+  std::chrono::milliseconds tmo;
+};
+
+Status ctrl_send(Ctx& c, uint64_t tag, uint64_t value) {
+  return c.ep->send(&value, sizeof value, tag).wait(c.tmo).with_context("control message");
+}
+
+Result<uint64_t> ctrl_recv(Ctx& c, uint64_t tag) {
+  uint64_t v = 0;
+  Request r = c.ep->recv(&v, sizeof v, tag);
+  PODNET_RETURN_IF_ERROR(r.wait(c.tmo).with_context("waiting for the peer's control message"));
+  return v;
+}
+
+int iterations_for(const P2pOptions& o, uint64_t size) {
+  int n = o.iters > 0 ? o.iters : (o.mode == "bw" ? 5000 : 1000);
+  // Keep each size to about 2 GiB of traffic so `-a` ends in reasonable time.
+  uint64_t cap = std::max<uint64_t>(8, (2ull << 30) / std::max<uint64_t>(size, 1));
+  return static_cast<int>(std::min<uint64_t>(n, cap));
+}
+
+int warmup_for(const P2pOptions& o, int iters) { return o.warmup >= 0 ? o.warmup : std::max(1, iters / 10); }
+
+// ---- bandwidth ------------------------------------------------------------------------
+// The initiator keeps `window` operations in flight. With --check it works in batches of at
+// most `slots` operations (so no slot is reused before it is verified): after each batch of
+// writes the target verifies every slot of the batch and answers with the number of wrong
+// payloads; reads are verified by the initiator, sends by the target as they arrive.
+
+uint64_t pack_batch(int first, int count) { return static_cast<uint64_t>(first) << 32 | static_cast<uint32_t>(count); }
+
+Status bw_phase(Ctx& c, uint64_t size, int first, int count, int slots, P2pRow& row) {
+  const bool check = c.o.check;
+  const bool target_checks = check && (c.o.op == "write" || c.o.op == "write_notify");
+  const int window = check ? std::min(c.o.window, slots) : c.o.window;
+  const int end = first + count;
+  auto post = [&](int i) -> Request {
+    size_t off = static_cast<size_t>(i % slots) * size;
+    if (check && c.o.op != "read") fill(c.buf.data() + off, size, i);
+    if (c.o.op == "write") return c.ep->write(c.mr, off, c.peer_key, off, size);
+    if (c.o.op == "write_notify") return c.ep->write_notify(c.mr, off, c.peer_key, off, size, i);
+    if (c.o.op == "read") return c.ep->read(c.mr, off, c.peer_key, off, size);
+    return c.ep->send(c.buf.data() + off, size, i);
+  };
+  std::deque<std::pair<int, Request>> inflight;
+  int next = first, batch_start = first;
+  while (next < end || !inflight.empty()) {
+    bool batch_open = !check || next - batch_start < window;
+    if (next < end && static_cast<int>(inflight.size()) < window && batch_open) {
+      inflight.emplace_back(next, post(next));
+      ++next;
+      continue;
+    }
+    auto [i, r] = inflight.front();
+    inflight.pop_front();
+    PODNET_RETURN_IF_ERROR(r.wait(c.tmo));
+    if (check && c.o.op == "read" && !matches(c.buf.data() + (i % slots) * size, size, i % slots)) row.wrong++;
+    if (check && inflight.empty() && (next - batch_start == window || next == end)) {
+      if (target_checks) {
+        PODNET_RETURN_IF_ERROR(ctrl_send(c, kCtrlBatch, pack_batch(batch_start, next - batch_start)));
+        PODNET_ASSIGN_OR_RETURN(uint64_t bad, ctrl_recv(c, kCtrlVerified));
+        row.wrong += bad;
+      }
+      batch_start = next;
+    }
+  }
+  return {};
+}
+
+Status bw_initiator(Ctx& c, uint64_t size, int iters, int warm, int slots, P2pRow& row) {
+  PODNET_RETURN_IF_ERROR(ctrl_send(c, kCtrlGo, size));
+  P2pRow ignored;
+  PODNET_RETURN_IF_ERROR(bw_phase(c, size, 0, warm, slots, ignored));
+  PODNET_RETURN_IF_ERROR(ctrl_send(c, kCtrlGo, size));  // the target is ready for the timed part
+  PODNET_RETURN_IF_ERROR(ctrl_recv(c, kCtrlGo).status());
+  int64_t t0 = now_ns();
+  PODNET_RETURN_IF_ERROR(bw_phase(c, size, warm, iters, slots, row));
+  // Remote completion: writes and reads are acknowledged already; sends and notifications
+  // are complete when the target says it has them all.
+  PODNET_ASSIGN_OR_RETURN(uint64_t bad, ctrl_recv(c, kCtrlDone));
+  int64_t t1 = now_ns();
+  row.wrong += bad;
+  row.seconds = (t1 - t0) / 1e9;
+  double bytes = static_cast<double>(size) * iters;
+  row.gbytes_per_s = bytes / row.seconds / 1e9;
+  row.gbits_per_s = row.gbytes_per_s * 8;
+  row.mpps = iters / row.seconds / 1e6;
+  return {};
+}
+
+// Receives/verifies what the initiator's operations [first, first+count) delivered.
+Status bw_target_phase(Ctx& c, uint64_t size, int first, int count, int slots, uint64_t& wrong) {
+  const int end = first + count;
+  const int window = c.o.check ? std::min(c.o.window, slots) : c.o.window;
+  if (c.o.op == "send") {
+    std::deque<std::pair<int, Request>> posted;
+    int next = first;
+    const int depth = std::min(window, slots);
+    for (int got = first; got < end;) {
+      while (next < end && static_cast<int>(posted.size()) < depth) {
+        posted.emplace_back(next, c.ep->recv(c.buf.data() + (next % slots) * size, size, next));
+        ++next;
+      }
+      auto [i, r] = posted.front();
+      posted.pop_front();
+      PODNET_RETURN_IF_ERROR(r.wait(c.tmo));
+      if (c.o.check && (r.bytes() != size || !matches(c.buf.data() + (i % slots) * size, size, i))) wrong++;
+      ++got;
+    }
+    return {};
+  }
+  if (c.o.op != "write" && c.o.op != "write_notify") return {};
+  if (!c.o.check) {
+    for (int i = first; i < end && c.o.op == "write_notify"; ++i) {
+      Request n = c.ep->recv_notify();
+      PODNET_RETURN_IF_ERROR(n.wait(c.tmo));
+      if (n.imm() != static_cast<uint64_t>(i)) wrong++;
+    }
+    return {};
+  }
+  for (int done = first; done < end;) {
+    PODNET_ASSIGN_OR_RETURN(uint64_t b, ctrl_recv(c, kCtrlBatch));
+    int bfirst = static_cast<int>(b >> 32), bcount = static_cast<int>(b & 0xFFFFFFFF);
+    uint64_t bad = 0;
+    for (int i = bfirst; i < bfirst + bcount; ++i) {
+      if (c.o.op == "write_notify") {
+        // The batch message follows every acknowledgement, so the notifications are here.
+        Request n = c.ep->recv_notify();
+        PODNET_RETURN_IF_ERROR(n.wait(c.tmo));
+        if (n.imm() != static_cast<uint64_t>(i)) {
+          bad++;
+          continue;
+        }
+      }
+      if (!matches(c.buf.data() + (i % slots) * size, size, i)) bad++;
+    }
+    PODNET_RETURN_IF_ERROR(ctrl_send(c, kCtrlVerified, bad));
+    done = bfirst + bcount;
+  }
+  return {};
+}
+
+Status bw_target(Ctx& c, uint64_t size, int iters, int warm, int slots) {
+  PODNET_ASSIGN_OR_RETURN(uint64_t go, ctrl_recv(c, kCtrlGo));
+  if (go != size) return Status::Internal("peer benchmarks {} bytes, this rank {}", go, size);
+  if (c.o.op == "read")
+    for (int s = 0; s < slots; ++s) fill(c.buf.data() + s * size, size, s);
+  uint64_t warm_wrong = 0, wrong = 0;
+  PODNET_RETURN_IF_ERROR(bw_target_phase(c, size, 0, warm, slots, warm_wrong));
+  PODNET_RETURN_IF_ERROR(ctrl_recv(c, kCtrlGo).status());
+  PODNET_RETURN_IF_ERROR(ctrl_send(c, kCtrlGo, size));
+  PODNET_RETURN_IF_ERROR(bw_target_phase(c, size, warm, iters, slots, wrong));
+  // Batch verdicts went back already; report only what the initiator has not counted.
+  bool batch_checked = c.o.check && (c.o.op == "write" || c.o.op == "write_notify");
+  return ctrl_send(c, kCtrlDone, batch_checked ? 0 : wrong);
+}
+
+// ---- latency ---------------------------------------------------------------------------
+
+Status lat_initiator(Ctx& c, uint64_t size, int iters, int warm, P2pRow& row) {
+  PODNET_RETURN_IF_ERROR(ctrl_send(c, kCtrlGo, size));
+  telemetry::Histogram h;
+  std::byte* src = c.buf.data();
+  std::byte* dst = c.buf.data() + size;
+  bool pingpong = c.o.op == "send" || c.o.op == "write_notify";
+  int64_t total_ns = 0;
+  for (int i = 0; i < warm + iters; ++i) {
+    if (c.o.check) fill(src, size, i);
+    int64_t t0 = now_ns();
+    if (c.o.op == "write") {
+      PODNET_RETURN_IF_ERROR(c.ep->write(c.mr, 0, c.peer_key, 0, size).wait(c.tmo));
+    } else if (c.o.op == "read") {
+      PODNET_RETURN_IF_ERROR(c.ep->read(c.mr, size, c.peer_key, 0, size).wait(c.tmo));
+    } else if (c.o.op == "send") {
+      Request r = c.ep->recv(dst, size, i);
+      PODNET_RETURN_IF_ERROR(c.ep->send(src, size, i).wait(c.tmo));
+      PODNET_RETURN_IF_ERROR(r.wait(c.tmo));
+    } else {
+      Request n = c.ep->recv_notify();
+      PODNET_RETURN_IF_ERROR(c.ep->write_notify(c.mr, 0, c.peer_key, size, size, i).wait(c.tmo));
+      PODNET_RETURN_IF_ERROR(n.wait(c.tmo));
+    }
+    int64_t dt = now_ns() - t0;
+    if (i >= warm) {
+      h.record(static_cast<uint64_t>(dt));
+      total_ns += dt;
+    }
+    if (c.o.check && c.o.op == "write") {
+      // Read the payload back (untimed) to verify that it landed intact.
+      PODNET_RETURN_IF_ERROR(c.ep->read(c.mr, size, c.peer_key, 0, size).wait(c.tmo));
+    }
+    if (c.o.check) {
+      // The target echoes what it received (ping-pong) or holds the pattern (read).
+      uint64_t expect = c.o.op == "read" ? 0 : static_cast<uint64_t>(i);
+      if (!matches(dst, size, expect)) row.wrong++;
+    }
+  }
+  PODNET_ASSIGN_OR_RETURN(uint64_t bad, ctrl_recv(c, kCtrlDone));
+  row.wrong += bad;
+  double div = pingpong ? 2000.0 : 1000.0;  // ns -> us, halved for RTT/2
+  auto s = h.summarize();
+  row.t_min = s.min / div;
+  row.t_typical = s.p50 / div;
+  row.t_avg = static_cast<double>(total_ns) / iters / div;
+  row.t_p99 = s.p99 / div;
+  row.t_p999 = s.p999 / div;
+  row.t_max = s.max / div;
+  row.seconds = total_ns / 1e9;
+  return {};
+}
+
+Status lat_target(Ctx& c, uint64_t size, int iters, int warm) {
+  PODNET_ASSIGN_OR_RETURN(uint64_t go, ctrl_recv(c, kCtrlGo));
+  if (go != size) return Status::Internal("peer benchmarks {} bytes, this rank {}", go, size);
+  uint64_t wrong = 0;
+  std::byte* in = c.buf.data();
+  if (c.o.op == "read") fill(in, size, 0);
+  for (int i = 0; i < warm + iters; ++i) {
+    if (c.o.op == "send") {
+      Request r = c.ep->recv(in, size, i);
+      PODNET_RETURN_IF_ERROR(r.wait(c.tmo));
+      if (c.o.check && !matches(in, size, i)) wrong++;
+      PODNET_RETURN_IF_ERROR(c.ep->send(in, size, i).wait(c.tmo));
+    } else if (c.o.op == "write_notify") {
+      Request n = c.ep->recv_notify();
+      PODNET_RETURN_IF_ERROR(n.wait(c.tmo));
+      if (c.o.check && !matches(in + size, size, i)) wrong++;
+      // Echo the payload back into the initiator's receive half.
+      PODNET_RETURN_IF_ERROR(c.ep->write_notify(c.mr, size, c.peer_key, size, size, i).wait(c.tmo));
+    }
+  }
+  return ctrl_send(c, kCtrlDone, wrong);
+}
+
+}  // namespace
+
+Result<std::vector<P2pRow>> run_p2p(World& world, const P2pOptions& o) {
+  std::vector<P2pRow> rows;
+  if (world.size() < 2) return Status::InvalidArgument("bench p2p needs 2 ranks (podnet run -n 2 podnet bench p2p)");
+  if (world.rank() > 1) return rows;  // extra ranks sit this one out
+  uint64_t max_size = *std::max_element(o.sizes.begin(), o.sizes.end());
+  int max_slots = static_cast<int>(std::max<uint64_t>(2, std::min<uint64_t>(o.window, kSlotBudget / std::max<uint64_t>(max_size, 1))));
+  Ctx c{world, o, nullptr, {}, {}, {}, world.timeout()};
+  PODNET_ASSIGN_OR_RETURN(c.ep, world.peer(1 - world.rank()));
+  c.buf.resize(std::max<uint64_t>(max_size, 1) * max_slots + 64);
+  std::fill(c.buf.begin(), c.buf.end(), std::byte{0});
+  PODNET_ASSIGN_OR_RETURN(c.mr, world.context().register_memory(c.buf.data(), c.buf.size(), Access::kRemoteReadWrite));
+  // Exchange remote keys over the endpoint itself.
+  std::string mine = c.mr.remote_key().serialize(), theirs(mine.size(), '\0');
+  Request kr = c.ep->recv(theirs.data(), theirs.size(), kCtrlKey);
+  PODNET_RETURN_IF_ERROR(c.ep->send(mine.data(), mine.size(), kCtrlKey).wait(c.tmo));
+  PODNET_RETURN_IF_ERROR(kr.wait(c.tmo));
+  PODNET_ASSIGN_OR_RETURN(c.peer_key, RemoteKey::deserialize(theirs));
+
+  for (uint64_t size : o.sizes) {
+    int iters = iterations_for(o, size);
+    int warm = warmup_for(o, iters);
+    int slots = static_cast<int>(std::max<uint64_t>(2, std::min<uint64_t>(o.window, kSlotBudget / std::max<uint64_t>(size, 1))));
+    P2pRow row;
+    row.bytes = size;
+    row.iters = iters;
+    Status st;
+    if (o.mode == "bw") {
+      st = world.rank() == 0 ? bw_initiator(c, size, iters, warm, slots, row) : bw_target(c, size, iters, warm, slots);
+    } else {
+      st = world.rank() == 0 ? lat_initiator(c, size, iters, warm, row) : lat_target(c, size, iters, warm);
+    }
+    if (!st.ok()) return st.with_context("bench p2p {} {} at {} bytes", o.op, o.mode, size);
+    rows.push_back(row);
+  }
+  // The target's memory must stay registered until the initiator's last operation is done.
+  if (world.rank() == 0) PODNET_RETURN_IF_ERROR(ctrl_send(c, kCtrlFinish, 0));
+  else PODNET_RETURN_IF_ERROR(ctrl_recv(c, kCtrlFinish).status());
+  return rows;
+}
+
+}  // namespace podnet::tool
+
+namespace podnet::tool {
+
+void print_p2p(const P2pOptions& o, const World& world, const std::vector<P2pRow>& rows, std::string_view peer,
+               std::string_view transport) {
+  (void)world;
+  bool pingpong = o.op == "send" || o.op == "write_notify";
+  fmt::print("# podnet bench p2p: {} {}, transport {}, rank 0 -> {}\n", o.op, o.mode == "bw" ? "bandwidth" : "latency",
+             transport, peer);
+  if (o.mode == "bw") {
+    fmt::print("# bandwidth at remote completion; window {} operations; GB/s = 10^9 bytes/s{}\n", o.window,
+               o.check ? "; --check: every payload verified (slower)" : "");
+    fmt::print("{:>12} {:>12} {:>14} {:>14} {:>14} {:>8}\n", "#bytes", "#iterations", "BW avg[GB/s]", "BW avg[Gb/s]",
+               "MsgRate[Mpps]", "#wrong");
+    for (auto& r : rows)
+      fmt::print("{:>12} {:>12} {:>14.3f} {:>14.3f} {:>14.4f} {:>8}\n", r.bytes, r.iters, r.gbytes_per_s, r.gbits_per_s,
+                 r.mpps, r.wrong);
+  } else {
+    fmt::print("# latency in usec, {} ({}){}\n", pingpong ? "RTT/2" : "RTT",
+               pingpong ? "ping-pong, half the round trip" : "until the operation completes at the initiator",
+               o.check ? "; --check: every payload verified" : "");
+    fmt::print("{:>12} {:>12} {:>10} {:>12} {:>10} {:>10} {:>11} {:>10} {:>8}\n", "#bytes", "#iterations",
+               "t_min[us]", "t_typical[us]", "t_avg[us]", "t_p99[us]", "t_p99.9[us]", "t_max[us]", "#wrong");
+    for (auto& r : rows)
+      fmt::print("{:>12} {:>12} {:>10.2f} {:>12.2f} {:>10.2f} {:>10.2f} {:>11.2f} {:>10.2f} {:>8}\n", r.bytes,
+                 r.iters, r.t_min, r.t_typical, r.t_avg, r.t_p99, r.t_p999, r.t_max, r.wrong);
+  }
+  std::fflush(stdout);
+}
+
+nlohmann::json p2p_json(const P2pOptions& o, const std::vector<P2pRow>& rows, std::string_view transport) {
+  nlohmann::json j;
+  bool pingpong = o.op == "send" || o.op == "write_notify";
+  j["benchmark"] = "p2p";
+  j["op"] = o.op;
+  j["mode"] = o.mode;
+  j["transport"] = transport;
+  j["check"] = o.check;
+  if (o.mode == "lat") j["latency_kind"] = pingpong ? "rtt/2" : "rtt";
+  j["results"] = nlohmann::json::array();
+  for (auto& r : rows) {
+    nlohmann::json x{{"bytes", r.bytes}, {"iterations", r.iters}, {"seconds", r.seconds}, {"wrong", r.wrong}};
+    if (o.mode == "bw") {
+      x["bw_gbytes_per_s"] = r.gbytes_per_s;
+      x["bw_gbits_per_s"] = r.gbits_per_s;
+      x["msg_rate_mpps"] = r.mpps;
+    } else {
+      x["t_min_us"] = r.t_min;
+      x["t_typical_us"] = r.t_typical;
+      x["t_avg_us"] = r.t_avg;
+      x["t_p99_us"] = r.t_p99;
+      x["t_p999_us"] = r.t_p999;
+      x["t_max_us"] = r.t_max;
+    }
+    j["results"].push_back(x);
+  }
+  return j;
+}
+
+}  // namespace podnet::tool

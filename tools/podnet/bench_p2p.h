@@ -1,0 +1,49 @@
+// The point-to-point benchmark behind `podnet bench p2p`, between rank 0 (initiator) and
+// rank 1 (target). Conventions follow perftest: bandwidth at remote completion, latency
+// as RTT/2 for ping-pong operations (send, write_notify) and RTT for write and read (the
+// operation completes when the target's acknowledgement or data is back).
+#pragma once
+
+#include <podnet/status.h>
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace podnet {
+class World;
+}
+
+namespace podnet::tool {
+
+struct P2pOptions {
+  std::string op = "write";     // write | read | send | write_notify
+  std::string mode = "bw";      // bw | lat
+  std::vector<uint64_t> sizes;  // bytes
+  int iters = 0;                // 0: 5000 for bw, 1000 for lat
+  int warmup = -1;              // -1: iters / 10
+  int window = 64;              // outstanding operations in bw mode (perftest's tx depth)
+  bool check = false;           // verify every payload
+  bool json = false;
+};
+
+struct P2pRow {
+  uint64_t bytes = 0;
+  int iters = 0;
+  double seconds = 0;
+  // bw
+  double gbytes_per_s = 0, gbits_per_s = 0, mpps = 0;
+  // lat, microseconds (already halved for RTT/2 operations)
+  double t_min = 0, t_typical = 0, t_avg = 0, t_p99 = 0, t_p999 = 0, t_max = 0;
+  uint64_t wrong = 0;
+};
+
+// Runs the benchmark on every rank (ranks other than 0 and 1 idle). Rank 0 returns the rows.
+Result<std::vector<P2pRow>> run_p2p(World& world, const P2pOptions& o);
+void print_p2p(const P2pOptions& o, const World& world, const std::vector<P2pRow>& rows, std::string_view peer,
+               std::string_view transport);
+nlohmann::json p2p_json(const P2pOptions& o, const std::vector<P2pRow>& rows, std::string_view transport);
+
+}  // namespace podnet::tool
