@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Installs every Debian package podnet needs (build, tests, benchmarks) and builds it.
+# Idempotent: a second run only rebuilds what changed.
+#   scripts/setup.sh [--no-install] [--build-dir DIR] [--sanitize address|thread|undefined]
+set -euo pipefail
+
+usage() {
+  sed -n '2,4p' "$0" | sed 's/^# \{0,1\}//'
+}
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+build_dir="$root/build"
+install=1
+sanitize=""
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --no-install) install=0 ;;
+    --build-dir) build_dir=$2; shift ;;
+    --sanitize) sanitize=$2; shift ;;
+    -h|--help) usage; exit 0 ;;
+    *) echo "setup.sh: unknown option '$1'" >&2; usage >&2; exit 2 ;;
+  esac
+  shift
+done
+
+# Build: compiler, CMake, Ninja, libraries. Tests: GoogleTest. Benchmarks and comparisons:
+# iperf3, sockperf, Open MPI (also the mpirun launcher test). Tools the tests call: python3,
+# iproute2, procps.
+packages=(
+  g++ cmake ninja-build pkg-config
+  libgtest-dev libgmock-dev libfmt-dev nlohmann-json3-dev libcli11-dev
+  iperf3 sockperf openmpi-bin libopenmpi-dev
+  python3 iproute2 procps
+)
+
+if [[ $install -eq 1 ]]; then
+  missing=()
+  for p in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  if [[ ${#missing[@]} -gt 0 ]]; then
+    sudo=""
+    [[ $(id -u) -ne 0 ]] && sudo="sudo"
+    echo "setup: installing ${missing[*]}"
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  fi
+fi
+
+cmake -S "$root" -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPODNET_SANITIZE="$sanitize" >/dev/null
+cmake --build "$build_dir" -j "$(nproc)"
+echo "setup: built $build_dir/tools/podnet/podnet"

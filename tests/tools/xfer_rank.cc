@@ -1,0 +1,150 @@
+// A rank program for the multi-process tests in p2p_test.cc, started through `podnet run -n 2`.
+// It drives the transfer engine into the situations those tests provoke from outside (a peer
+// killed or frozen mid-transfer, a receive that nothing satisfies) and prints one line that
+// says what rank 0 saw, for the test to check.
+//
+//   podnet_xfer_rank stream BYTES      rank 0 writes BYTES to rank 1 in a loop until an error
+//                                      ("first write done" after the first); rank 1 prints
+//                                      "ready" once set up, then sleeps forever
+//   podnet_xfer_rank recv-wait [MS]    rank 0 posts a recv from rank 1 that nothing satisfies and
+//                                      waits MS ms (default 60000); rank 1 prints "ready", then
+//                                      waits for rank 0's all-clear message
+//
+// Every rank prints "pid N" first, so that the test can signal it and check it is gone.
+//
+// Rank 0's verdict lines:
+//   stream:    "rank 0 error after N ms: <status>"   N: time since the last completed write
+//              (how long the failure took to surface); exit 0 when the status is peer-failed
+//              and names rank 1, else 1
+//   recv-wait: "rank 0 recv ended after N ms: <status>"  N: since the recv was posted; exit 0
+//
+// Rank 0 ignores SIGTERM: `podnet run` stops the survivors as soon as one rank dies, and the
+// tests want the survivor's own diagnosis, not the launcher's. The launcher's SIGKILL after
+// --grace-ms and --timeout still bound it.
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "base/clock.h"
+#include "xfer/world.h"
+
+namespace podnet {
+namespace {
+
+constexpr uint64_t kTagKey = 1;
+constexpr uint64_t kTagDone = 2;
+constexpr auto kOpTimeout = std::chrono::seconds(60);  // far past PODNET_PEER_TIMEOUT_MS in the tests
+
+// stdout is a pipe: every line must reach the test as soon as it is printed.
+template <typename... A>
+void say(fmt::format_string<A...> f, A&&... a) {
+  std::string line = fmt::format(f, std::forward<A>(a)...) + "\n";
+  std::fwrite(line.data(), 1, line.size(), stdout);
+  std::fflush(stdout);
+}
+
+int fail(const Status& st, const char* what) {
+  say("rank setup failed ({}): {}", what, st.to_string());
+  return 1;
+}
+
+[[noreturn]] void sleep_forever() {
+  for (;;) pause();
+}
+
+int64_t ms_since(int64_t t0) { return (now_ns() - t0) / 1'000'000; }
+
+int stream(World& world, size_t bytes) {
+  auto ep_or = world.peer(1 - world.rank());
+  if (!ep_or.ok()) return fail(ep_or.status(), "peer");
+  std::shared_ptr<Endpoint> ep = *ep_or;
+  std::vector<std::byte> buf(std::max<size_t>(bytes, 1), std::byte{0x5A});
+  auto mr = world.context().register_memory(buf.data(), buf.size(), Access::kRemoteWrite);
+  if (!mr.ok()) return fail(mr.status(), "register_memory");
+  std::string mine = mr->remote_key().serialize(), theirs(mine.size(), '\0');
+  Request kr = ep->recv(theirs.data(), theirs.size(), kTagKey);
+  if (Status st = ep->send(mine.data(), mine.size(), kTagKey).wait(kOpTimeout); !st.ok()) return fail(st, "send key");
+  if (Status st = kr.wait(kOpTimeout); !st.ok()) return fail(st, "recv key");
+  auto peer_key = RemoteKey::deserialize(theirs);
+  if (!peer_key.ok()) return fail(peer_key.status(), "remote key");
+
+  if (world.rank() == 1) {
+    say("ready");
+    sleep_forever();
+  }
+  int64_t last_ok = now_ns();
+  uint64_t writes = 0;
+  for (;;) {
+    Status st = ep->write(*mr, 0, *peer_key, 0, bytes).wait(kOpTimeout);
+    if (st.ok()) {
+      last_ok = now_ns();
+      if (++writes == 1) say("first write done");
+      continue;
+    }
+    say("rank 0 error after {} ms: {}", ms_since(last_ok), st.to_string());
+    say("rank 0 completed {} writes of {} bytes", writes, bytes);
+    // Leaving through World's destructor is part of the test: with a failed endpoint it must
+    // skip the exit barrier instead of waiting for the dead peer.
+    bool expected = st.code() == Code::kPeerFailed && st.message().find("rank 1") != std::string::npos;
+    return expected ? 0 : 1;
+  }
+}
+
+int recv_wait(World& world, int64_t wait_ms) {
+  auto ep_or = world.peer(1 - world.rank());
+  if (!ep_or.ok()) return fail(ep_or.status(), "peer");
+  std::shared_ptr<Endpoint> ep = *ep_or;
+  uint64_t v = 0;
+  if (world.rank() == 1) {
+    say("ready");
+    Status st = ep->recv(&v, sizeof v, kTagDone).wait(kOpTimeout);
+    if (!st.ok()) return fail(st, "waiting for rank 0's all-clear");
+    return 0;
+  }
+  // Both ranks are connected (World::create ended with a barrier), so the recv is posted on a
+  // live endpoint: only the peer's death or silence may fail it before the wait runs out.
+  int64_t t0 = now_ns();
+  Request r = ep->recv(&v, sizeof v, 12345);
+  Status st = r.wait(std::chrono::milliseconds(wait_ms));
+  say("rank 0 recv ended after {} ms: {}", ms_since(t0), st.ok() ? std::string("ok") : st.to_string());
+  if (st.code() == Code::kTimeout) {
+    // The peer is healthy: tell it to leave, so that both exit 0 together.
+    if (Status s = ep->send(&v, sizeof v, kTagDone).wait(kOpTimeout); !s.ok()) return fail(s, "all-clear");
+  }
+  return 0;
+}
+
+int usage() {
+  std::fprintf(stderr, "usage: podnet_xfer_rank stream BYTES | recv-wait [MS]  (under podnet run -n 2)\n");
+  return 2;
+}
+
+int run(int argc, char** argv) {
+  if (argc < 2) return usage();
+  std::string mode = argv[1];
+  if (mode != "stream" && mode != "recv-wait") return usage();
+  if (mode == "stream" && argc != 3) return usage();
+  auto world_or = World::create();
+  if (!world_or.ok()) return fail(world_or.status(), "World::create");
+  World& world = **world_or;
+  if (world.size() != 2) {
+    say("needs exactly 2 ranks, not {}", world.size());
+    return 2;
+  }
+  if (world.rank() == 0) signal(SIGTERM, SIG_IGN);
+  say("pid {}", getpid());  // so that the test can signal the rank and check it is gone
+  if (mode == "stream") return stream(world, std::strtoull(argv[2], nullptr, 10));
+  return recv_wait(world, argc > 2 ? std::strtoll(argv[2], nullptr, 10) : 60000);
+}
+
+}  // namespace
+}  // namespace podnet
+
+int main(int argc, char** argv) { return podnet::run(argc, argv); }
