@@ -1,6 +1,7 @@
 #include "transport/progress.h"
 
 #include <sys/epoll.h>
+#include <sched.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -58,7 +59,11 @@ void ProgressEngine::modify(int fd, uint32_t events, EventHandler* handler) {
     PODNET_ERROR(kNet, "epoll_ctl(mod fd {}): {}", fd, std::strerror(errno));
 }
 
-void ProgressEngine::remove(int fd) { epoll_ctl(epfd_, EPOLL_CTL_DEL, fd, nullptr); }
+void ProgressEngine::remove(int fd, EventHandler* handler) {
+  epoll_ctl(epfd_, EPOLL_CTL_DEL, fd, nullptr);
+  EventHandler* expected = handler;
+  hot_.compare_exchange_strong(expected, nullptr);
+}
 
 void ProgressEngine::add_housekeeping(std::function<void()> fn) { housekeeping_.push_back(std::move(fn)); }
 
@@ -96,6 +101,7 @@ int ProgressEngine::poll(int timeout_ms) {
       (void)r;
       continue;
     }
+    if (events[i].events & EPOLLIN) hot_.store(h, std::memory_order_relaxed);
     h->on_event(events[i].events);
   }
   return n;
@@ -108,9 +114,15 @@ Status ProgressEngine::wait(RequestState& req, int64_t deadline_ns) {
   const int64_t start = now_ns();
   int64_t now = start;
   const int64_t spin_end = options_.busy_poll ? deadline_ns : now + options_.spin_us * 1000ll;
-  while (!req.done() && now < spin_end && now < deadline_ns) {
-    poll(0);
-    now = now_ns();
+  for (unsigned spins = 0; !req.done() && now < spin_end && now < deadline_ns; ++spins) {
+    EventHandler* hot = hot_.load(std::memory_order_relaxed);
+    if (hot != nullptr && (spins & 7) != 7) hot->on_event(EPOLLIN);  // usually where the reply lands
+    else poll(0);
+    if ((spins & 3) == 3) {
+      now = now_ns();
+      // On an oversubscribed host the peer we wait for may need this core: let it run.
+      sched_yield();
+    }
   }
   while (!req.done() && now < deadline_ns) {
     int64_t left_ms = (deadline_ns - now + 999'999) / 1'000'000;

@@ -45,7 +45,7 @@ class ProgressEngine {
   // Registers fd (level-triggered). The handler must outlive its registration.
   Status add(int fd, uint32_t events, EventHandler* handler);
   void modify(int fd, uint32_t events, EventHandler* handler);  // logs a failure (a bug)
-  void remove(int fd);
+  void remove(int fd, EventHandler* handler);
 
   // Runs on the background thread every tick, whether or not it polls. Register before
   // start(); must not block.
@@ -74,6 +74,9 @@ class ProgressEngine {
   std::atomic<int64_t> fg_last_exit_ns_{0};
   std::atomic<bool> bg_polling_{false};
   std::atomic<uint32_t> park_word_{0};
+  // The handler that last had input: a spinning waiter tries it directly (one recv() instead
+  // of epoll_wait() + recv() when the reply it waits for arrives there).
+  std::atomic<EventHandler*> hot_{nullptr};
 };
 
 }  // namespace podnet::detail

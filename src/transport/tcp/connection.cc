@@ -98,7 +98,7 @@ void Connection::on_connected() {
   getsockopt(fd_, SOL_SOCKET, SO_ERROR, &err, &len);
   if (err != 0) {
     last_connect_error_ = Status::Unavailable("connect: {}", std::strerror(err));
-    transport_->engine().remove(fd_);
+    transport_->engine().remove(fd_, this);
     close(fd_);
     fd_ = -1;
     retry_at_ns_ = now_ns() + backoff_ns_;
@@ -460,7 +460,7 @@ void Connection::fail(const Status& why, bool notify) {
   State prev = state_.exchange(State::kClosed);
   if (prev == State::kClosed) return;
   if (fd_ >= 0) {
-    transport_->engine().remove(fd_);
+    transport_->engine().remove(fd_, this);
     // The fd is closed by the destructor: another thread may still be inside on_event.
     shutdown(fd_, SHUT_RDWR);
   }

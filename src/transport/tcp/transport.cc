@@ -190,7 +190,7 @@ void TcpTransport::shutdown() {
   for (auto& ep : eps) ep->close_gracefully();
   for (auto& ep : eps) ep->fail(Status::Cancelled("the local context was shut down"));
   for (auto& c : conns) c->fail(Status::Cancelled("shutdown"), false);
-  engine_.remove(listen_fd_);
+  engine_.remove(listen_fd_, listener_.get());
 }
 
 }  // namespace podnet::tcp

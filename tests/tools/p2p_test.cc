@@ -1,0 +1,392 @@
+// Point-to-point transfers between real ranks started through `podnet run` (PODNET_BIN): the
+// benchmark's own payload check for every operation and an awkward range of sizes, then a
+// peer killed (SIGKILL) or frozen (SIGSTOP) under the rank program PODNET_XFER_RANK
+// (xfer_rank.cc), whose survivor must fail fast with an error that names the peer, and last
+// the same benchmark under Open MPI's mpirun.
+//
+// Every process is bounded twice: `podnet run --timeout` stops the ranks, and run_program()
+// SIGKILLs the launcher past its own limit (the ranks die with it: PR_SET_PDEATHSIG). All
+// traffic stays on 127.0.0.1 (podnet run sets PODNET_IFNAME=lo).
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <cstring>
+#include <functional>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <tuple>
+#include <vector>
+
+extern char** environ;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Outcome {
+  int exit_code = -1;  // -1 when killed by a signal
+  int term_signal = 0;
+  std::string out, err;
+  double seconds = 0;
+};
+
+// Called about every 20 ms while the program runs, with its pid, its output so far and the
+// seconds since it started: the place to send signals at the right moment.
+using OnTick = std::function<void(pid_t, const Outcome&, double)>;
+
+// Runs `program args...` with stdout and stderr captured; past `limit_s` it is SIGKILLed and
+// the test fails, so a hang cannot hang the suite.
+Outcome run_program(const std::string& program, const std::vector<std::string>& args,
+                    const std::vector<std::string>& extra_env = {}, const OnTick& on_tick = {},
+                    double limit_s = 60) {
+  Outcome o;
+  int out_pipe[2], err_pipe[2];
+  if (pipe2(out_pipe, O_CLOEXEC) != 0 || pipe2(err_pipe, O_CLOEXEC) != 0) {
+    ADD_FAILURE() << "pipe2: " << strerror(errno);
+    return o;
+  }
+  std::vector<std::string> argv_s{program};
+  argv_s.insert(argv_s.end(), args.begin(), args.end());
+  std::vector<std::string> env_s;
+  for (char** e = environ; *e != nullptr; ++e) env_s.emplace_back(*e);
+  env_s.insert(env_s.end(), extra_env.begin(), extra_env.end());
+  std::vector<char*> argv, envp;
+  for (auto& a : argv_s) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  for (auto& e : env_s) envp.push_back(e.data());
+  envp.push_back(nullptr);
+
+  const auto start = Clock::now();
+  pid_t pid = fork();
+  if (pid == 0) {
+    dup2(out_pipe[1], 1);
+    dup2(err_pipe[1], 2);
+    execvpe(program.c_str(), argv.data(), envp.data());
+    _exit(127);
+  }
+  close(out_pipe[1]);
+  close(err_pipe[1]);
+  bool out_open = true, err_open = true, killed = false;
+  while (out_open || err_open) {
+    pollfd fds[2] = {{out_open ? out_pipe[0] : -1, POLLIN, 0}, {err_open ? err_pipe[0] : -1, POLLIN, 0}};
+    poll(fds, 2, 20);
+    char buf[65536];
+    if (fds[0].revents != 0) {
+      ssize_t n = read(out_pipe[0], buf, sizeof buf);
+      if (n > 0) o.out.append(buf, static_cast<size_t>(n));
+      else out_open = false;
+    }
+    if (fds[1].revents != 0) {
+      ssize_t n = read(err_pipe[0], buf, sizeof buf);
+      if (n > 0) o.err.append(buf, static_cast<size_t>(n));
+      else err_open = false;
+    }
+    double t = std::chrono::duration<double>(Clock::now() - start).count();
+    if (on_tick && !killed) on_tick(pid, o, t);
+    if (!killed && t > limit_s) {
+      ADD_FAILURE() << program << " still running after " << limit_s << " s; killing it";
+      kill(pid, SIGKILL);
+      killed = true;
+    }
+  }
+  close(out_pipe[0]);
+  close(err_pipe[0]);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  o.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  if (WIFEXITED(status)) o.exit_code = WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) o.term_signal = WTERMSIG(status);
+  return o;
+}
+
+std::string env_or(const char* name, const char* fallback) {
+  const char* v = getenv(name);
+  return v != nullptr ? v : fallback;
+}
+std::string podnet_bin() { return env_or("PODNET_BIN", "podnet"); }
+std::string xfer_rank_bin() { return env_or("PODNET_XFER_RANK", "podnet_xfer_rank"); }
+
+std::string describe(const Outcome& o) {
+  return "exit " + std::to_string(o.exit_code) + " signal " + std::to_string(o.term_signal) + " after " +
+         std::to_string(o.seconds) + " s\n--- stdout:\n" + o.out + "--- stderr:\n" + o.err;
+}
+
+// The lines rank `rank` wrote, without the launcher's "[rank] " prefix.
+std::vector<std::string> rank_lines(const std::string& text, int rank) {
+  const std::string prefix = "[" + std::to_string(rank) + "] ";
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind(prefix, 0) == 0) lines.push_back(line.substr(prefix.size()));
+  return lines;
+}
+
+// The first line of `rank` that starts with `start`, if any.
+std::optional<std::string> rank_line(const std::string& text, int rank, const std::string& start) {
+  for (const std::string& line : rank_lines(text, rank))
+    if (line.rfind(start, 0) == 0) return line;
+  return std::nullopt;
+}
+
+pid_t rank_pid(const std::string& text, int rank) {
+  auto line = rank_line(text, rank, "pid ");
+  return line ? static_cast<pid_t>(std::stol(line->substr(4))) : 0;
+}
+
+bool alive(pid_t pid) { return pid > 0 && (kill(pid, 0) == 0 || errno != ESRCH); }
+
+// ---- the benchmark's payload check, every operation ------------------------------------
+
+struct BenchRun {
+  Outcome outcome;
+  nlohmann::json json;  // rank 0's report; null when it printed none
+};
+
+BenchRun bench(const std::string& op, const std::string& mode, uint64_t size, int iters, int warmup) {
+  BenchRun b;
+  b.outcome = run_program(podnet_bin(), {"run", "-n", "2", "--timeout", "50", "--", podnet_bin(), "bench", "p2p", "-o",
+                                         op, "-m", mode, "-s", std::to_string(size), "-n", std::to_string(iters), "-w",
+                                         std::to_string(warmup), "--check", "--json"});
+  std::string text;
+  for (const std::string& line : rank_lines(b.outcome.out, 0)) text += line + "\n";
+  b.json = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (b.json.is_discarded()) b.json = nullptr;
+  return b;
+}
+
+// Checks what every report must say: the run as asked for, and no wrong payload.
+void expect_report(const BenchRun& b, const std::string& op, const std::string& mode, uint64_t size, int iters) {
+  ASSERT_EQ(b.outcome.exit_code, 0) << describe(b.outcome);
+  ASSERT_TRUE(b.json.is_object()) << "rank 0 printed no JSON report\n" << describe(b.outcome);
+  const nlohmann::json& j = b.json;
+  EXPECT_EQ(j.value("benchmark", ""), "p2p");
+  EXPECT_EQ(j.value("op", ""), op);
+  EXPECT_EQ(j.value("mode", ""), mode);
+  EXPECT_EQ(j.value("check", false), true);
+  EXPECT_EQ(j.value("transport", ""), "tcp");
+  ASSERT_TRUE(j.contains("results") && j["results"].is_array() && j["results"].size() == 1) << j.dump(2);
+  const nlohmann::json& r = j["results"][0];
+  EXPECT_EQ(r.value("bytes", uint64_t{~0ull}), size) << r.dump();
+  EXPECT_EQ(r.value("iterations", -1), iters) << r.dump();
+  EXPECT_EQ(r.value("wrong", -1), 0) << r.dump();
+  EXPECT_GT(r.value("seconds", 0.0), 0.0) << r.dump();
+}
+
+class BenchP2pBandwidth : public ::testing::TestWithParam<std::tuple<std::string, uint64_t>> {};
+
+TEST_P(BenchP2pBandwidth, EveryPayloadArrivesIntact) {
+  const auto& [op, size] = GetParam();
+  // 64 MiB with --check costs ~100 ms an iteration on a small host; keep each run short.
+  const int iters = size >= (64u << 20) ? 20 : 200;
+  const int warmup = size >= (64u << 20) ? 2 : 10;
+  BenchRun b = bench(op, "bw", size, iters, warmup);
+  expect_report(b, op, "bw", size, iters);
+  if (HasFatalFailure() || size == 0) return;
+  const nlohmann::json& r = b.json["results"][0];
+  EXPECT_GT(r.value("bw_gbytes_per_s", 0.0), 0.0) << r.dump();
+  EXPECT_GT(r.value("msg_rate_mpps", 0.0), 0.0) << r.dump();
+}
+
+INSTANTIATE_TEST_SUITE_P(Sizes, BenchP2pBandwidth,
+                         ::testing::Combine(::testing::Values("write", "read", "send", "write_notify"),
+                                            ::testing::Values(0, 1, 3, 4095, 4096, (1u << 20) + 7, 64u << 20)),
+                         [](const auto& p) {
+                           return std::get<0>(p.param) + "_" + std::to_string(std::get<1>(p.param));
+                         });
+
+class BenchP2pLatency : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(BenchP2pLatency, EightBytesPingPong) {
+  const std::string op = GetParam();
+  BenchRun b = bench(op, "lat", 8, 1000, 100);
+  expect_report(b, op, "lat", 8, 1000);
+  if (HasFatalFailure()) return;
+  bool pingpong = op == "send" || op == "write_notify";
+  EXPECT_EQ(b.json.value("latency_kind", ""), pingpong ? "rtt/2" : "rtt");
+  const nlohmann::json& r = b.json["results"][0];
+  double t_min = r.value("t_min_us", 0.0), t_typ = r.value("t_typical_us", 0.0), t_max = r.value("t_max_us", 0.0);
+  EXPECT_GT(t_min, 0.0) << r.dump();
+  EXPECT_LE(t_min, t_typ) << r.dump();
+  EXPECT_LE(t_typ, r.value("t_p99_us", 0.0)) << r.dump();
+  EXPECT_LE(r.value("t_p99_us", 0.0), t_max) << r.dump();
+}
+
+INSTANTIATE_TEST_SUITE_P(Ops, BenchP2pLatency, ::testing::Values("send", "write_notify", "write", "read"),
+                         [](const auto& p) { return p.param; });
+
+// ---- a peer that dies or freezes -----------------------------------------------------
+
+// Drives one `podnet run -n 2 -- podnet_xfer_rank MODE ...` job: once rank 1 is ready (and,
+// for `stream`, rank 0's first write is done), waits `delay_s`, sends `signo` to rank 1, and
+// notes when rank 0's verdict line (starting with `verdict`) arrives. Rank 1 is SIGKILLed
+// once the verdict is in (or the launcher's own stop fails), so that nothing outlives the test.
+struct FaultRun {
+  Outcome outcome;
+  pid_t pid0 = 0, pid1 = 0;
+  double t_signal = -1;   // seconds after start when rank 1 got `signo`
+  double t_verdict = -1;  // seconds after start when rank 0's verdict arrived
+  std::string verdict;
+  double detect_s() const { return t_verdict - t_signal; }
+};
+
+FaultRun fault_run(const std::vector<std::string>& rank_args, const std::vector<std::string>& env, int signo,
+                   double delay_s, const std::string& verdict) {
+  FaultRun f;
+  std::vector<std::string> args{"run", "-n", "2", "--timeout", "40", "--grace-ms", "10000"};
+  for (const std::string& e : env) {
+    args.push_back("--env");
+    args.push_back(e);
+  }
+  args.push_back("--");
+  args.push_back(xfer_rank_bin());
+  args.insert(args.end(), rank_args.begin(), rank_args.end());
+  const bool stream = rank_args.at(0) == "stream";
+  double t_ready = -1;
+  bool rank1_killed = signo == SIGKILL;  // already dead: its pid may be reused
+  auto on_tick = [&](pid_t, const Outcome& o, double t) {
+    if (f.pid0 == 0) f.pid0 = rank_pid(o.out, 0);
+    if (f.pid1 == 0) f.pid1 = rank_pid(o.out, 1);
+    if (t_ready < 0 && f.pid1 != 0 && rank_line(o.out, 1, "ready") &&
+        (!stream || rank_line(o.out, 0, "first write done")))
+      t_ready = t;
+    if (t_ready >= 0 && f.t_signal < 0 && t - t_ready >= delay_s) {
+      kill(f.pid1, signo);
+      f.t_signal = t;
+    }
+    if (f.t_verdict < 0) {
+      if (auto line = rank_line(o.out, 0, verdict)) {
+        f.t_verdict = t;
+        f.verdict = *line;
+      }
+    }
+    // A frozen rank 1 would keep the launcher waiting until --timeout: end it once rank 0
+    // has spoken (or gave up), and a SIGCONT lets a stopped one take the SIGKILL at once.
+    if (f.t_signal >= 0 && !rank1_killed && (f.t_verdict >= 0 || t - f.t_signal > 15)) {
+      kill(f.pid1, SIGKILL);
+      kill(f.pid1, SIGCONT);
+      rank1_killed = true;
+    }
+  };
+  f.outcome = run_program(podnet_bin(), args, {}, on_tick, 60);
+  // The launcher has reaped both ranks; make sure, and never leave one behind.
+  for (pid_t pid : {f.pid0, f.pid1}) {
+    if (alive(pid)) {
+      ADD_FAILURE() << "rank pid " << pid << " outlived the launcher; killing it";
+      kill(pid, SIGCONT);
+      kill(pid, SIGKILL);
+    }
+  }
+  return f;
+}
+
+std::string describe(const FaultRun& f) {
+  return "signal at " + std::to_string(f.t_signal) + " s, verdict at " + std::to_string(f.t_verdict) + " s: " +
+         f.verdict + "\n" + describe(f.outcome);
+}
+
+TEST(P2pPeerFailure, KilledPeerFailsTheWriterFast) {
+  FaultRun f = fault_run({"stream", "4194304"}, {"PODNET_PEER_TIMEOUT_MS=3000"}, SIGKILL, 0.3, "rank 0 error after");
+  ASSERT_GT(f.pid1, 0) << "rank 1 never printed its pid\n" << describe(f);
+  ASSERT_GE(f.t_signal, 0) << "the transfer never got going\n" << describe(f);
+  ASSERT_GE(f.t_verdict, 0) << "rank 0 never reported the dead peer\n" << describe(f);
+  EXPECT_LT(f.detect_s(), 10) << describe(f);
+  EXPECT_NE(f.verdict.find("peer-failed: "), std::string::npos) << describe(f);
+  EXPECT_NE(f.verdict.find("rank 1"), std::string::npos) << describe(f);
+  EXPECT_NE(f.outcome.err.find("rank 1 (pid " + std::to_string(f.pid1) + ")"), std::string::npos) << describe(f);
+  EXPECT_NE(f.outcome.err.find("killed by signal SIGKILL"), std::string::npos) << describe(f);
+  EXPECT_EQ(f.outcome.exit_code, 128 + SIGKILL) << describe(f);
+  // Rank 0 judged its own error as expected (exit 0), so the launcher names only rank 1.
+  EXPECT_EQ(f.outcome.err.find("rank 0 (pid"), std::string::npos) << describe(f);
+}
+
+TEST(P2pPeerFailure, FrozenPeerFailsTheWriterAfterThePeerTimeout) {
+  FaultRun f = fault_run({"stream", "4194304"}, {"PODNET_PEER_TIMEOUT_MS=3000"}, SIGSTOP, 0.3, "rank 0 error after");
+  ASSERT_GE(f.t_signal, 0) << "the transfer never got going\n" << describe(f);
+  ASSERT_GE(f.t_verdict, 0) << "rank 0 never reported the frozen peer\n" << describe(f);
+  EXPECT_LT(f.detect_s(), 3 + 5) << describe(f);
+  // Not before the peer timeout: the peer is silent, not gone.
+  EXPECT_GT(f.detect_s(), 2.5) << describe(f);
+  EXPECT_NE(f.verdict.find("peer-failed: "), std::string::npos) << describe(f);
+  EXPECT_NE(f.verdict.find("rank 1"), std::string::npos) << describe(f);
+  EXPECT_NE(f.verdict.find("no data or heartbeat"), std::string::npos) << describe(f);
+  EXPECT_EQ(f.outcome.err.find("rank 0 (pid"), std::string::npos) << "rank 0 should exit 0\n" << describe(f);
+}
+
+// An idle endpoint lives on heartbeats: a recv that nothing satisfies runs into its own
+// deadline (kTimeout) even at three peer timeouts, it is not mistaken for a dead peer.
+TEST(P2pPeerFailure, IdleHealthyPeerIsNotDeclaredFailed) {
+  Outcome o = run_program(podnet_bin(), {"run", "-n", "2", "--timeout", "30", "--env", "PODNET_PEER_TIMEOUT_MS=1000",
+                                         "--env", "PODNET_HEARTBEAT_MS=200", "--", xfer_rank_bin(), "recv-wait", "3000"});
+  ASSERT_EQ(o.exit_code, 0) << describe(o);
+  auto line = rank_line(o.out, 0, "rank 0 recv ended after ");
+  ASSERT_TRUE(line) << describe(o);
+  EXPECT_NE(line->find(": timeout: "), std::string::npos) << *line;
+  long ms = std::stol(line->substr(std::strlen("rank 0 recv ended after ")));
+  EXPECT_GE(ms, 2900) << *line;
+  EXPECT_LT(ms, 6000) << *line;
+}
+
+TEST(P2pPeerFailure, KilledPeerFailsAPendingRecv) {
+  FaultRun f = fault_run({"recv-wait", "60000"}, {"PODNET_PEER_TIMEOUT_MS=3000"}, SIGKILL, 0.3,
+                         "rank 0 recv ended after");
+  ASSERT_GE(f.t_signal, 0) << describe(f);
+  ASSERT_GE(f.t_verdict, 0) << "rank 0's recv never failed\n" << describe(f);
+  EXPECT_LT(f.detect_s(), 10) << describe(f);
+  EXPECT_NE(f.verdict.find("peer-failed: "), std::string::npos) << describe(f);
+  EXPECT_NE(f.verdict.find("rank 1"), std::string::npos) << describe(f);
+  EXPECT_NE(f.verdict.find("recv"), std::string::npos) << "the error should name the operation\n" << describe(f);
+  EXPECT_EQ(f.outcome.exit_code, 128 + SIGKILL) << describe(f);
+}
+
+TEST(P2pPeerFailure, FrozenPeerFailsAPendingRecv) {
+  FaultRun f = fault_run({"recv-wait", "60000"}, {"PODNET_PEER_TIMEOUT_MS=3000", "PODNET_HEARTBEAT_MS=500"}, SIGSTOP,
+                         0.3, "rank 0 recv ended after");
+  ASSERT_GE(f.t_signal, 0) << describe(f);
+  ASSERT_GE(f.t_verdict, 0) << "rank 0's recv never failed\n" << describe(f);
+  EXPECT_LT(f.detect_s(), 3 + 5) << describe(f);
+  EXPECT_GT(f.detect_s(), 2.0) << describe(f);
+  EXPECT_NE(f.verdict.find("peer-failed: "), std::string::npos) << describe(f);
+  EXPECT_NE(f.verdict.find("no data or heartbeat"), std::string::npos) << describe(f);
+}
+
+// ---- Open MPI's mpirun -----------------------------------------------------------------
+
+bool in_path(const std::string& name) {
+  std::istringstream dirs(env_or("PATH", ""));
+  for (std::string dir; std::getline(dirs, dir, ':');)
+    if (access((dir + "/" + name).c_str(), X_OK) == 0) return true;
+  return false;
+}
+
+// Ranks started by mpirun find rank and size in OMPI_COMM_WORLD_*, and rank 0 hosts the store
+// on 127.0.0.1 at a port derived from the job id.
+TEST(P2pMpirun, BenchUnderMpirun) {
+  if (!in_path("mpirun")) GTEST_SKIP() << "mpirun not in PATH (Debian: apt-get install openmpi-bin)";
+  Outcome o = run_program("timeout", {"-k", "5", "60", "mpirun", "-n", "2", "--allow-run-as-root", "--oversubscribe",
+                                      "--mca", "btl", "self,tcp", "-x", "PODNET_IFNAME=lo", podnet_bin(), "bench", "p2p",
+                                      "-o", "write", "-s", "65536", "-n", "100", "--check", "--json"},
+                          {"OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1", "OMPI_MCA_btl_tcp_if_include=lo",
+                           "OMPI_MCA_oob_tcp_if_include=lo"},
+                          {}, 70);
+  ASSERT_EQ(o.exit_code, 0) << describe(o);
+  nlohmann::json j = nlohmann::json::parse(o.out, nullptr, false);
+  ASSERT_TRUE(j.is_object()) << "no JSON report from rank 0\n" << describe(o);
+  EXPECT_EQ(j.value("op", ""), "write");
+  ASSERT_TRUE(j.contains("results") && j["results"].size() == 1) << j.dump(2);
+  EXPECT_EQ(j["results"][0].value("iterations", -1), 100) << j.dump(2);
+  EXPECT_EQ(j["results"][0].value("bytes", 0), 65536) << j.dump(2);
+  EXPECT_EQ(j["results"][0].value("wrong", -1), 0) << j.dump(2);
+}
+
+}  // namespace
