@@ -19,9 +19,11 @@
 #include <nlohmann/json.hpp>
 
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <functional>
 #include <optional>
+#include <ostream>
 #include <sstream>
 #include <string>
 #include <tuple>
@@ -207,23 +209,66 @@ INSTANTIATE_TEST_SUITE_P(Sizes, BenchP2pBandwidth,
 
 class BenchP2pLatency : public ::testing::TestWithParam<std::string> {};
 
+// A latency run is short (~25 ms) and its first iterations race with the target's setup, so
+// each op runs a few times: a race there shows up as a wrong payload in one of them.
 TEST_P(BenchP2pLatency, EightBytesPingPong) {
   const std::string op = GetParam();
-  BenchRun b = bench(op, "lat", 8, 1000, 100);
-  expect_report(b, op, "lat", 8, 1000);
-  if (HasFatalFailure()) return;
-  bool pingpong = op == "send" || op == "write_notify";
-  EXPECT_EQ(b.json.value("latency_kind", ""), pingpong ? "rtt/2" : "rtt");
-  const nlohmann::json& r = b.json["results"][0];
-  double t_min = r.value("t_min_us", 0.0), t_typ = r.value("t_typical_us", 0.0), t_max = r.value("t_max_us", 0.0);
-  EXPECT_GT(t_min, 0.0) << r.dump();
-  EXPECT_LE(t_min, t_typ) << r.dump();
-  EXPECT_LE(t_typ, r.value("t_p99_us", 0.0)) << r.dump();
-  EXPECT_LE(r.value("t_p99_us", 0.0), t_max) << r.dump();
+  for (int run = 0; run < 5; ++run) {
+    SCOPED_TRACE("run " + std::to_string(run + 1) + " of 5");
+    BenchRun b = bench(op, "lat", 8, 1000, 100);
+    expect_report(b, op, "lat", 8, 1000);
+    if (HasFailure()) return;
+    bool pingpong = op == "send" || op == "write_notify";
+    EXPECT_EQ(b.json.value("latency_kind", ""), pingpong ? "rtt/2" : "rtt");
+    const nlohmann::json& r = b.json["results"][0];
+    double t_min = r.value("t_min_us", 0.0), t_typ = r.value("t_typical_us", 0.0);
+    EXPECT_GT(t_min, 0.0) << r.dump();
+    EXPECT_LE(t_min, t_typ) << r.dump();
+    EXPECT_LE(t_typ, r.value("t_p99_us", 0.0)) << r.dump();
+    EXPECT_LE(r.value("t_p99_us", 0.0), r.value("t_max_us", 0.0)) << r.dump();
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Ops, BenchP2pLatency, ::testing::Values("send", "write_notify", "write", "read"),
                          [](const auto& p) { return p.param; });
+
+// ---- message order ---------------------------------------------------------------------
+
+// xfer.h promises that notifications are matched in the order the sender posted them. Many
+// write_notify in flight at once: small ones (one frame each), striped ones whose chunks cover
+// every stream (default settings), and striped ones with fewer chunks than streams.
+struct OrderCase {
+  const char* name;
+  int bytes, count;
+  std::vector<std::string> env;
+};
+
+void PrintTo(const OrderCase& c, std::ostream* os) { *os << c.name; }
+
+class P2pOrdering : public ::testing::TestWithParam<OrderCase> {};
+
+TEST_P(P2pOrdering, WriteNotifyImmediatesArriveInPostOrder) {
+  const OrderCase& c = GetParam();
+  std::vector<std::string> args{"run", "-n", "2", "--timeout", "30"};
+  for (const std::string& e : c.env) {
+    args.push_back("--env");
+    args.push_back(e);
+  }
+  for (std::string a : {xfer_rank_bin(), std::string("notify-order"), std::to_string(c.count), std::to_string(c.bytes)})
+    args.push_back(a);
+  Outcome o = run_program(podnet_bin(), args);
+  auto verdict = rank_line(o.out, 1, "notification");
+  ASSERT_TRUE(verdict) << "rank 1 gave no verdict\n" << describe(o);
+  EXPECT_EQ(*verdict, "notifications in order") << describe(o);
+  EXPECT_EQ(o.exit_code, 0) << o.err;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, P2pOrdering,
+    ::testing::Values(OrderCase{"one_frame_8_bytes", 8, 256, {}}, OrderCase{"one_frame_4096_bytes", 4096, 256, {}},
+                      OrderCase{"striped_1MiB", 1 << 20, 32, {}},
+                      OrderCase{"striped_256KiB_8_streams", 256 << 10, 128, {"PODNET_TCP_STREAMS=8"}}),
+    [](const auto& p) { return std::string(p.param.name); });
 
 // ---- a peer that dies or freezes -----------------------------------------------------
 
@@ -279,6 +324,8 @@ FaultRun fault_run(const std::vector<std::string>& rank_args, const std::vector<
     }
   };
   f.outcome = run_program(podnet_bin(), args, {}, on_tick, 60);
+  if (f.t_verdict >= 0 && f.t_signal >= 0)
+    std::printf("rank 0 reported %.3f s after rank 1 got signal %d: %s\n", f.detect_s(), signo, f.verdict.c_str());
   // The launcher has reaped both ranks; make sure, and never leave one behind.
   for (pid_t pid : {f.pid0, f.pid1}) {
     if (alive(pid)) {
@@ -311,12 +358,15 @@ TEST(P2pPeerFailure, KilledPeerFailsTheWriterFast) {
 }
 
 TEST(P2pPeerFailure, FrozenPeerFailsTheWriterAfterThePeerTimeout) {
-  FaultRun f = fault_run({"stream", "4194304"}, {"PODNET_PEER_TIMEOUT_MS=3000"}, SIGSTOP, 0.3, "rank 0 error after");
+  FaultRun f = fault_run({"stream", "4194304"}, {"PODNET_PEER_TIMEOUT_MS=3000", "PODNET_HEARTBEAT_MS=500"}, SIGSTOP,
+                         0.3, "rank 0 error after");
   ASSERT_GE(f.t_signal, 0) << "the transfer never got going\n" << describe(f);
   ASSERT_GE(f.t_verdict, 0) << "rank 0 never reported the frozen peer\n" << describe(f);
   EXPECT_LT(f.detect_s(), 3 + 5) << describe(f);
-  // Not before the peer timeout: the peer is silent, not gone.
-  EXPECT_GT(f.detect_s(), 2.5) << describe(f);
+  // Not before the peer timeout: the peer is silent, not gone. Silence counts from the last
+  // frame received, which on a connection that carries only heartbeats came up to one
+  // heartbeat period before the SIGSTOP.
+  EXPECT_GT(f.detect_s(), 3.0 - 0.5 - 0.2) << describe(f);
   EXPECT_NE(f.verdict.find("peer-failed: "), std::string::npos) << describe(f);
   EXPECT_NE(f.verdict.find("rank 1"), std::string::npos) << describe(f);
   EXPECT_NE(f.verdict.find("no data or heartbeat"), std::string::npos) << describe(f);
@@ -326,8 +376,9 @@ TEST(P2pPeerFailure, FrozenPeerFailsTheWriterAfterThePeerTimeout) {
 // An idle endpoint lives on heartbeats: a recv that nothing satisfies runs into its own
 // deadline (kTimeout) even at three peer timeouts, it is not mistaken for a dead peer.
 TEST(P2pPeerFailure, IdleHealthyPeerIsNotDeclaredFailed) {
-  Outcome o = run_program(podnet_bin(), {"run", "-n", "2", "--timeout", "30", "--env", "PODNET_PEER_TIMEOUT_MS=1000",
-                                         "--env", "PODNET_HEARTBEAT_MS=200", "--", xfer_rank_bin(), "recv-wait", "3000"});
+  Outcome o = run_program(podnet_bin(), {"run", "-n", "2", "--timeout", "30", "--env",
+                                         "PODNET_PEER_TIMEOUT_MS=1000", "--env", "PODNET_HEARTBEAT_MS=200", "--",
+                                         xfer_rank_bin(), "recv-wait", "3000"});
   ASSERT_EQ(o.exit_code, 0) << describe(o);
   auto line = rank_line(o.out, 0, "rank 0 recv ended after ");
   ASSERT_TRUE(line) << describe(o);
@@ -355,7 +406,7 @@ TEST(P2pPeerFailure, FrozenPeerFailsAPendingRecv) {
   ASSERT_GE(f.t_signal, 0) << describe(f);
   ASSERT_GE(f.t_verdict, 0) << "rank 0's recv never failed\n" << describe(f);
   EXPECT_LT(f.detect_s(), 3 + 5) << describe(f);
-  EXPECT_GT(f.detect_s(), 2.0) << describe(f);
+  EXPECT_GT(f.detect_s(), 3.0 - 0.5 - 0.2) << describe(f);
   EXPECT_NE(f.verdict.find("peer-failed: "), std::string::npos) << describe(f);
   EXPECT_NE(f.verdict.find("no data or heartbeat"), std::string::npos) << describe(f);
 }
@@ -373,11 +424,13 @@ bool in_path(const std::string& name) {
 // on 127.0.0.1 at a port derived from the job id.
 TEST(P2pMpirun, BenchUnderMpirun) {
   if (!in_path("mpirun")) GTEST_SKIP() << "mpirun not in PATH (Debian: apt-get install openmpi-bin)";
+  // Open MPI refuses root without both the flag and the variables; its own traffic (out of
+  // band and btl) is kept on loopback as well.
   Outcome o = run_program("timeout", {"-k", "5", "60", "mpirun", "-n", "2", "--allow-run-as-root", "--oversubscribe",
-                                      "--mca", "btl", "self,tcp", "-x", "PODNET_IFNAME=lo", podnet_bin(), "bench", "p2p",
-                                      "-o", "write", "-s", "65536", "-n", "100", "--check", "--json"},
-                          {"OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1", "OMPI_MCA_btl_tcp_if_include=lo",
-                           "OMPI_MCA_oob_tcp_if_include=lo"},
+                                      "--mca", "btl", "self,tcp", "-x", "PODNET_IFNAME=lo", podnet_bin(), "bench",
+                                      "p2p", "-o", "write", "-s", "65536", "-n", "100", "--check", "--json"},
+                          {"OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1",
+                           "OMPI_MCA_btl_tcp_if_include=lo", "OMPI_MCA_oob_tcp_if_include=lo"},
                           {}, 70);
   ASSERT_EQ(o.exit_code, 0) << describe(o);
   nlohmann::json j = nlohmann::json::parse(o.out, nullptr, false);

@@ -9,18 +9,24 @@
 //   podnet_xfer_rank recv-wait [MS]    rank 0 posts a recv from rank 1 that nothing satisfies and
 //                                      waits MS ms (default 60000); rank 1 prints "ready", then
 //                                      waits for rank 0's all-clear message
+//   podnet_xfer_rank notify-order COUNT BYTES
+//                                      rank 0 posts COUNT write_notify of BYTES each (immediate
+//                                      i for the i-th) before waiting for any; rank 1 checks
+//                                      that the immediates arrive as 0, 1, ..., COUNT-1
 //
 // Every rank prints "pid N" first, so that the test can signal it and check it is gone.
 //
-// Rank 0's verdict lines:
+// Verdict lines:
 //   stream:    "rank 0 error after N ms: <status>"   N: time since the last completed write
 //              (how long the failure took to surface); exit 0 when the status is peer-failed
 //              and names rank 1, else 1
 //   recv-wait: "rank 0 recv ended after N ms: <status>"  N: since the recv was posted; exit 0
+//   notify-order: rank 1 prints "notifications in order" (exit 0), or "notification K has
+//              immediate V, expected K; M of COUNT out of place" (exit 1)
 //
-// Rank 0 ignores SIGTERM: `podnet run` stops the survivors as soon as one rank dies, and the
-// tests want the survivor's own diagnosis, not the launcher's. The launcher's SIGKILL after
-// --grace-ms and --timeout still bound it.
+// In stream and recv-wait, rank 0 ignores SIGTERM: `podnet run` stops the survivors as soon as
+// one rank dies, and the tests want the survivor's own diagnosis, not the launcher's. The
+// launcher's SIGKILL after --grace-ms and --timeout still bound it.
 #include <signal.h>
 #include <unistd.h>
 
@@ -121,16 +127,62 @@ int recv_wait(World& world, int64_t wait_ms) {
   return 0;
 }
 
+// xfer.h: "messages (send/recv and notifications) are matched in the order the sender posted
+// them", however many writes are in flight and whichever streams carry them.
+int notify_order(World& world, int count, size_t bytes) {
+  auto ep_or = world.peer(1 - world.rank());
+  if (!ep_or.ok()) return fail(ep_or.status(), "peer");
+  std::shared_ptr<Endpoint> ep = *ep_or;
+  std::vector<std::byte> buf(std::max<size_t>(bytes, 1) * count, std::byte{0x5A});
+  auto mr = world.context().register_memory(buf.data(), buf.size(), Access::kRemoteWrite);
+  if (!mr.ok()) return fail(mr.status(), "register_memory");
+  std::string mine = mr->remote_key().serialize(), theirs(mine.size(), '\0');
+  Request kr = ep->recv(theirs.data(), theirs.size(), kTagKey);
+  if (Status st = ep->send(mine.data(), mine.size(), kTagKey).wait(kOpTimeout); !st.ok()) return fail(st, "send key");
+  if (Status st = kr.wait(kOpTimeout); !st.ok()) return fail(st, "recv key");
+  auto peer_key = RemoteKey::deserialize(theirs);
+  if (!peer_key.ok()) return fail(peer_key.status(), "remote key");
+
+  if (world.rank() == 0) {
+    std::vector<Request> reqs;
+    for (int i = 0; i < count; ++i) {
+      size_t off = static_cast<size_t>(i) * bytes;
+      reqs.push_back(ep->write_notify(*mr, off, *peer_key, off, bytes, static_cast<uint64_t>(i)));
+    }
+    for (Request& r : reqs)
+      if (Status st = r.wait(kOpTimeout); !st.ok()) return fail(st, "write_notify");
+    say("posted {} write_notify of {} bytes", count, bytes);
+    return 0;
+  }
+  std::vector<Request> notes;
+  for (int i = 0; i < count; ++i) notes.push_back(ep->recv_notify());
+  int misplaced = 0;
+  std::string first;
+  for (int i = 0; i < count; ++i) {
+    if (Status st = notes[i].wait(kOpTimeout); !st.ok()) return fail(st, "recv_notify");
+    if (notes[i].imm() == static_cast<uint64_t>(i)) continue;
+    if (misplaced++ == 0) first = fmt::format("notification {} has immediate {}, expected {}", i, notes[i].imm(), i);
+  }
+  if (misplaced == 0) {
+    say("notifications in order");
+    return 0;
+  }
+  say("{}; {} of {} out of place", first, misplaced, count);
+  return 1;
+}
+
 int usage() {
-  std::fprintf(stderr, "usage: podnet_xfer_rank stream BYTES | recv-wait [MS]  (under podnet run -n 2)\n");
+  std::fprintf(stderr,
+               "usage: podnet_xfer_rank stream BYTES | recv-wait [MS] | notify-order COUNT BYTES"
+               "  (under podnet run -n 2)\n");
   return 2;
 }
 
 int run(int argc, char** argv) {
   if (argc < 2) return usage();
   std::string mode = argv[1];
-  if (mode != "stream" && mode != "recv-wait") return usage();
-  if (mode == "stream" && argc != 3) return usage();
+  if (mode != "stream" && mode != "recv-wait" && mode != "notify-order") return usage();
+  if ((mode == "stream" && argc != 3) || (mode == "notify-order" && argc != 4)) return usage();
   auto world_or = World::create();
   if (!world_or.ok()) return fail(world_or.status(), "World::create");
   World& world = **world_or;
@@ -138,9 +190,10 @@ int run(int argc, char** argv) {
     say("needs exactly 2 ranks, not {}", world.size());
     return 2;
   }
-  if (world.rank() == 0) signal(SIGTERM, SIG_IGN);
+  if (world.rank() == 0 && mode != "notify-order") signal(SIGTERM, SIG_IGN);
   say("pid {}", getpid());  // so that the test can signal the rank and check it is gone
   if (mode == "stream") return stream(world, std::strtoull(argv[2], nullptr, 10));
+  if (mode == "notify-order") return notify_order(world, std::atoi(argv[2]), std::strtoull(argv[3], nullptr, 10));
   return recv_wait(world, argc > 2 ? std::strtoll(argv[2], nullptr, 10) : 60000);
 }
 

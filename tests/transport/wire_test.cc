@@ -47,7 +47,7 @@ TEST(Wire, RejectsBadFields) {
   h.type = static_cast<FrameType>(99);
   EXPECT_FALSE(decode_header(encode(h).data()).ok());
   h = FrameHeader{};
-  h.reserved = 1;
+  h.aux = 1;  // only write-imm frames carry it
   EXPECT_FALSE(decode_header(encode(h).data()).ok());
   h = FrameHeader{};
   h.type = FrameType::kHeartbeat;

@@ -207,6 +207,7 @@ Status bw_target(Ctx& c, uint64_t size, int iters, int warm, int slots) {
 
 Status lat_initiator(Ctx& c, uint64_t size, int iters, int warm, P2pRow& row) {
   PODNET_RETURN_IF_ERROR(ctrl_send(c, kCtrlGo, size));
+  PODNET_RETURN_IF_ERROR(ctrl_recv(c, kCtrlGo).status());  // the target's buffer is ready
   telemetry::Histogram h;
   std::byte* src = c.buf.data();
   std::byte* dst = c.buf.data() + size;
@@ -263,6 +264,7 @@ Status lat_target(Ctx& c, uint64_t size, int iters, int warm) {
   uint64_t wrong = 0;
   std::byte* in = c.buf.data();
   if (c.o.op == "read") fill(in, size, 0);
+  PODNET_RETURN_IF_ERROR(ctrl_send(c, kCtrlGo, size));
   for (int i = 0; i < warm + iters; ++i) {
     if (c.o.op == "send") {
       Request r = c.ep->recv(in, size, i);

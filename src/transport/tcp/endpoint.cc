@@ -134,7 +134,7 @@ void TcpEndpoint::post_write_chunks(const std::shared_ptr<RequestState>& target,
 }
 
 void TcpEndpoint::post_write_imm(const std::shared_ptr<RequestState>& req, const RemoteKey& remote, uint64_t raddr,
-                                 uint64_t imm) {
+                                 uint64_t imm, uint32_t order) {
   uint64_t id = next_id_.fetch_add(1, std::memory_order_relaxed);
   Status why;
   {
@@ -152,6 +152,7 @@ void TcpEndpoint::post_write_imm(const std::shared_ptr<RequestState>& req, const
   h.a = remote.key;
   h.b = raddr;
   h.c = imm;
+  h.aux = order;
   if (auto c = out_stream(0)) c->post(h, nullptr, 0);
 }
 
@@ -163,6 +164,7 @@ TcpEndpoint::Req TcpEndpoint::write(const detail::RegionState& local, size_t loc
   req->bytes = len;
   const std::byte* src = local.base + local_off;
   uint64_t raddr = remote.addr + remote_off;
+  uint32_t order = imm ? notify_out_.fetch_add(1, std::memory_order_relaxed) : 0;
   if (imm == nullptr) {
     post_write_chunks(req, src, remote, raddr, len);
   } else if (chunk_count(len) == 1) {
@@ -184,6 +186,7 @@ TcpEndpoint::Req TcpEndpoint::write(const detail::RegionState& local, size_t loc
     h.a = remote.key;
     h.b = raddr;
     h.c = *imm;
+    h.aux = order;
     h.length = len;
     if (auto c = out_stream(req->seq())) c->post(h, src, len);
   } else {
@@ -191,13 +194,13 @@ TcpEndpoint::Req TcpEndpoint::write(const detail::RegionState& local, size_t loc
     auto data = std::make_shared<RequestState>(&transport_->engine(), "write_notify data", req->seq());
     uint64_t v = *imm;
     std::weak_ptr<TcpEndpoint> self = weak_from_this();
-    data->on_complete([self, req, remote, raddr, v](const Status& st) {
+    data->on_complete([self, req, remote, raddr, v, order](const Status& st) {
       auto ep = self.lock();
       if (!st.ok() || !ep) {
         req->complete(st.ok() ? Status::Cancelled("endpoint destroyed") : st);
         return;
       }
-      ep->post_write_imm(req, remote, raddr, v);
+      ep->post_write_imm(req, remote, raddr, v, order);
     });
     post_write_chunks(data, src, remote, raddr, len);
   }
@@ -497,12 +500,7 @@ void TcpEndpoint::on_payload(Connection& c, RxSink& sink, const std::string& con
         c.post_text(r, "target: " + sink.error.message());
         return;
       }
-      if (h.type == FrameType::kWriteImm) {
-        if (auto req = matcher_.notify_incoming(h.c)) {
-          req->imm = h.c;
-          req->complete(Status::Ok());
-        }
-      }
+      if (h.type == FrameType::kWriteImm) deliver_notification(h.aux, h.c);
       c.post(r, nullptr, 0);
       return;
     }
@@ -541,6 +539,32 @@ void TcpEndpoint::on_payload(Connection& c, RxSink& sink, const std::string& con
       return;
     default:
       return;
+  }
+}
+
+void TcpEndpoint::deliver_notification(uint32_t order, uint64_t imm) {
+  std::vector<uint64_t> ready;
+  {
+    std::lock_guard lk(notify_mu_);
+    if (order != notify_next_) {
+      notify_early_[order] = imm;  // an earlier write_notify is still on its way
+      return;
+    }
+    ready.push_back(imm);
+    ++notify_next_;
+    for (auto it = notify_early_.find(notify_next_); it != notify_early_.end();
+         it = notify_early_.find(notify_next_)) {
+      ready.push_back(it->second);
+      notify_early_.erase(it);
+      ++notify_next_;
+    }
+    // Deliver under the lock so that a later frame cannot slip its imm in between.
+    for (uint64_t v : ready) {
+      if (auto req = matcher_.notify_incoming(v)) {
+        req->imm = v;
+        req->complete(Status::Ok());
+      }
+    }
   }
 }
 

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <atomic>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -87,7 +88,8 @@ class TcpEndpoint : public detail::TransportEndpoint, public std::enable_shared_
   void post_write_chunks(const std::shared_ptr<detail::RequestState>& target, const std::byte* src,
                          const RemoteKey& remote, uint64_t raddr, size_t len);
   void post_write_imm(const std::shared_ptr<detail::RequestState>& req, const RemoteKey& remote, uint64_t raddr,
-                      uint64_t imm);
+                      uint64_t imm, uint32_t order);
+  void deliver_notification(uint32_t order, uint64_t imm);
   void start_cts(Connection* c, detail::PostedRecv recv, const detail::UnexpectedMsg& msg);
   void handle_reply(const FrameHeader& h, const std::string& control);
 
@@ -111,6 +113,13 @@ class TcpEndpoint : public detail::TransportEndpoint, public std::enable_shared_
   std::atomic<bool> graceful_{false};  // the peer said bye: its absence is no error
 
   detail::TagMatcher matcher_;
+  // Notifications are delivered in the order the peer posted its write_notify calls, even
+  // though their frames travel on different streams: each carries a number, and the ones
+  // that overtake an earlier one wait here.
+  std::atomic<uint32_t> notify_out_{0};
+  std::mutex notify_mu_;
+  uint32_t notify_next_ = 0;
+  std::map<uint32_t, uint64_t> notify_early_;
 };
 
 }  // namespace podnet::tcp

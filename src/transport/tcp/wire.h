@@ -6,7 +6,7 @@
 //  kHello      ctx id       rank           stream     HelloBody (peer's identity)
 //  kHelloAck   ctx id       rank           -          -
 //  kWrite      key          remote addr    -          data
-//  kWriteImm   key          remote addr    imm        data
+//  kWriteImm   key          remote addr    imm        data (aux: notification number)
 //  kWriteAck   -            -              -          error text when status != 0
 //  kReadReq    key          remote addr    length     -
 //  kReadResp   -            -              -          data, or error text when status != 0
@@ -47,7 +47,7 @@ struct FrameHeader {
   FrameType type = FrameType::kHeartbeat;
   uint8_t flags = 0;
   uint32_t status = 0;  // a podnet::Code for replies
-  uint32_t reserved = 0;
+  uint32_t aux = 0;     // write-imm: the initiator's notification number; else 0
   uint64_t length = 0;  // payload bytes that follow
   uint64_t seq = 0;     // the initiator's chunk id, echoed by replies
   uint64_t a = 0, b = 0, c = 0;
