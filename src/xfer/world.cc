@@ -51,13 +51,31 @@ Result<std::unique_ptr<World>> World::create(const Options& options) {
   const Config& cfg = config();
   std::unique_ptr<World> w(new World());
   int64_t t0 = now_ns();
-  PODNET_ASSIGN_OR_RETURN(w->info_, bootstrap::detect_launch([](const char* n) { return std::getenv(n); }));
-  log::set_rank(w->info_.rank);
+  if (options.rank >= 0 && options.size > 0) {
+    if (options.rank >= options.size)
+      return Status::InvalidArgument("World: rank {} is not below size {}", options.rank, options.size);
+    if (options.size > 1 && options.store.empty())
+      return Status::InvalidArgument("World: an explicit world of {} ranks needs a store address", options.size);
+    w->info_.rank = options.rank;
+    w->info_.world_size = options.size;
+    w->info_.local_rank = options.rank;
+    w->info_.store = options.store;
+    w->info_.launcher = "explicit";
+  } else {
+    PODNET_ASSIGN_OR_RETURN(w->info_, bootstrap::detect_launch([](const char* n) { return std::getenv(n); }));
+  }
+  if (w->info_.launcher != "explicit") log::set_rank(w->info_.rank);
   w->timeout_ = options.timeout.count() > 0 ? options.timeout : std::chrono::milliseconds(cfg.store_timeout_ms);
   int64_t t1 = now_ns();
 
   bool host_it = false;
-  PODNET_ASSIGN_OR_RETURN(std::string addr, store_address(w->info_, cfg, &host_it));
+  std::string addr;
+  if (w->info_.launcher == "explicit") {
+    addr = w->info_.store.empty() ? "127.0.0.1:0" : w->info_.store;
+    host_it = w->info_.store.empty();
+  } else {
+    PODNET_ASSIGN_OR_RETURN(addr, store_address(w->info_, cfg, &host_it));
+  }
   if (host_it) {
     auto colon = addr.rfind(':');
     std::string host = addr.substr(0, colon);
@@ -74,6 +92,7 @@ Result<std::unique_ptr<World>> World::create(const Options& options) {
 
   ContextOptions co;
   co.rank = w->info_.rank;
+  co.bind_address = options.bind_address;
   PODNET_ASSIGN_OR_RETURN(w->ctx_, Context::create(co));
   int64_t t3 = now_ns();
 

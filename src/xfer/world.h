@@ -28,6 +28,12 @@ class World {
   struct Options {
     std::chrono::milliseconds timeout{0};  // 0: PODNET_STORE_TIMEOUT_MS
     bool connect_all = true;               // connect to every peer up front
+    // Explicit membership (tests, embedding): when rank >= 0 and size > 0 the environment
+    // is not consulted; `store` must then name a running store when size > 1.
+    int rank = -1;
+    int size = -1;
+    std::string store;
+    std::string bind_address;  // empty: PODNET_IFNAME selection
   };
   static Result<std::unique_ptr<World>> create(const Options& options);
   static Result<std::unique_ptr<World>> create() { return create(Options{}); }

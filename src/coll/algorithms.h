@@ -1,0 +1,45 @@
+// The collective algorithms. Each is correct for any number of ranks (not only powers of
+// two) and is written with the point-to-point primitives of Call. Buffers are in elements
+// of the call's data type; `send == recv` means in place.
+#pragma once
+
+#include <cstddef>
+#include <string_view>
+#include <vector>
+
+#include "coll/call.h"
+
+namespace podnet::detail::algo {
+
+// allreduce
+Status allreduce_ring(Call& c, const void* send, void* recv, size_t count);
+Status allreduce_recursive_doubling(Call& c, const void* send, void* recv, size_t count);
+Status allreduce_tree(Call& c, const void* send, void* recv, size_t count);
+Status allreduce_one_shot(Call& c, const void* send, void* recv, size_t count);
+Status allreduce_rabenseifner(Call& c, const void* send, void* recv, size_t count);
+// rooted
+Status reduce_binomial(Call& c, const void* send, void* recv, size_t count, int root);
+Status broadcast_binomial(Call& c, void* buf, size_t count, int root);
+Status broadcast_chain(Call& c, void* buf, size_t count, int root);
+Status gather_linear(Call& c, const void* send, void* recv, size_t count, int root);
+Status scatter_linear(Call& c, const void* send, void* recv, size_t count, int root);
+// allgather
+Status allgather_ring(Call& c, const void* send, void* recv, size_t count);
+Status allgather_bruck(Call& c, const void* send, void* recv, size_t count);
+Status allgather_recursive_doubling(Call& c, const void* send, void* recv, size_t count);
+Status allgatherv_ring(Call& c, const void* send, void* recv, const std::vector<size_t>& counts);
+// reduce_scatter
+Status reduce_scatter_ring(Call& c, const void* send, void* recv, size_t count);
+Status reduce_scatter_recursive_halving(Call& c, const void* send, void* recv, size_t count);
+// alltoall
+Status alltoall_pairwise(Call& c, const void* send, void* recv, size_t count);
+Status alltoall_bruck(Call& c, const void* send, void* recv, size_t count);
+Status alltoallv_pairwise(Call& c, const void* send, const std::vector<size_t>& scounts, void* recv,
+                          const std::vector<size_t>& rcounts);
+// barrier
+Status barrier_dissemination(Call& c);
+
+// Chunking of pipelined algorithms: bytes per message.
+inline constexpr size_t kPipelineChunk = 256 * 1024;
+
+}  // namespace podnet::detail::algo

@@ -1,0 +1,219 @@
+// allreduce algorithms. Every rank ends with bitwise identical results: each element is
+// reduced in the same order on every rank (or reduced once and then copied).
+#include <cstring>
+#include <vector>
+
+#include "coll/algorithms.h"
+#include "coll/reduce_kernels.h"
+
+namespace podnet::detail::algo {
+namespace {
+
+std::byte* B(void* p) { return static_cast<std::byte*>(p); }
+
+void copy_in(const void* send, void* recv, size_t bytes) {
+  if (send != recv && bytes > 0) std::memcpy(recv, send, bytes);
+}
+
+void finalize(Call& c, void* buf, size_t count) {
+  if (c.op() == ReduceOp::kAvg) coll::finalize_avg(c.dtype(), buf, count, c.size());
+}
+
+// Block i of `count` elements split into n nearly equal blocks.
+size_t block_off(size_t count, int n, int i) { return count / n * i + std::min<size_t>(i, count % n); }
+size_t block_cnt(size_t count, int n, int i) { return count / n + (static_cast<size_t>(i) < count % n ? 1 : 0); }
+
+// Folds a non-power-of-two group onto the largest power of two p2: the first 2*rem ranks
+// pair up (even sends its data to odd). Returns the rank inside the power-of-two group, or
+// -1 for a rank that sits out until the result comes back.
+int fold_in(Call& c, void* buf, size_t count, int p2, Status& st) {
+  int rank = c.rank(), rem = c.size() - p2;
+  size_t bytes = count * c.esize();
+  if (rank < 2 * rem) {
+    if (rank % 2 == 0) {
+      st = c.send(rank + 1, buf, bytes, 0);
+      return -1;
+    }
+    std::byte* tmp = c.scratch(bytes, 1);
+    st = c.recv(rank - 1, tmp, bytes, 0);
+    // Reduce as (lower rank, higher rank) so every rank's order is the same.
+    if (st.ok()) c.reduce3(buf, tmp, buf, count);
+    return rank / 2;
+  }
+  return rank - rem;
+}
+
+Status fold_out(Call& c, void* buf, size_t count, int p2, uint32_t step) {
+  int rank = c.rank(), rem = c.size() - p2;
+  size_t bytes = count * c.esize();
+  if (rank >= 2 * rem) return {};
+  if (rank % 2 == 1) return c.send(rank - 1, buf, bytes, step);
+  return c.recv(rank + 1, buf, bytes, step);
+}
+
+int real_rank(int newrank, int rem) { return newrank < rem ? newrank * 2 + 1 : newrank + rem; }
+
+int pow2_floor(int n) {
+  int p = 1;
+  while (p * 2 <= n) p *= 2;
+  return p;
+}
+
+}  // namespace
+
+Status allreduce_ring(Call& c, const void* send, void* recv, size_t count) {
+  const int n = c.size(), r = c.rank();
+  const size_t es = c.esize();
+  copy_in(send, recv, count * es);
+  if (n == 1) {
+    finalize(c, recv, count);
+    return {};
+  }
+  const int right = (r + 1) % n, left = (r - 1 + n) % n;
+  // Each block moves in chunks so that reducing one chunk overlaps receiving the next.
+  const size_t max_block = block_cnt(count, n, 0) * es;
+  const size_t chunk = std::max<size_t>(kPipelineChunk, (max_block + 255) / 256);
+  std::byte* tmp = c.scratch(max_block, 0);
+  auto chunks_of = [&](size_t bytes) { return bytes == 0 ? size_t{1} : (bytes + chunk - 1) / chunk; };
+
+  // Reduce-scatter: at step s send block r-s, receive block r-s-1 and reduce it.
+  for (int s = 0; s < n - 1; ++s) {
+    int sb = ((r - s) % n + n) % n, rb = ((r - s - 1) % n + n) % n;
+    size_t sbytes = block_cnt(count, n, sb) * es, rbytes = block_cnt(count, n, rb) * es;
+    std::byte* sp = B(recv) + block_off(count, n, sb) * es;
+    std::byte* rp = B(recv) + block_off(count, n, rb) * es;
+    size_t nr = chunks_of(rbytes), ns = chunks_of(sbytes);
+    std::vector<Request> rr(nr), sr(ns);
+    for (size_t k = 0; k < nr; ++k) {
+      size_t off = k * chunk, len = std::min(chunk, rbytes - std::min(rbytes, off));
+      rr[k] = c.irecv(left, tmp + off, len, static_cast<uint32_t>(s << 8 | k));
+    }
+    for (size_t k = 0; k < ns; ++k) {
+      size_t off = k * chunk, len = std::min(chunk, sbytes - std::min(sbytes, off));
+      sr[k] = c.isend(right, sp + off, len, static_cast<uint32_t>(s << 8 | k));
+    }
+    for (size_t k = 0; k < nr; ++k) {
+      size_t off = k * chunk, len = std::min(chunk, rbytes - std::min(rbytes, off));
+      PODNET_RETURN_IF_ERROR(c.wait_recv(rr[k], left, len));
+      c.reduce(rp + off, tmp + off, len / es);
+    }
+    for (size_t k = 0; k < ns; ++k) PODNET_RETURN_IF_ERROR(c.wait_send(sr[k], right));
+  }
+  // Rank r now owns the fully reduced block r+1.
+  int own = (r + 1) % n;
+  finalize(c, B(recv) + block_off(count, n, own) * es, block_cnt(count, n, own));
+  // Allgather: at step s send block r+1-s, receive block r-s.
+  for (int s = 0; s < n - 1; ++s) {
+    int sb = ((r + 1 - s) % n + n) % n, rb = ((r - s) % n + n) % n;
+    size_t sbytes = block_cnt(count, n, sb) * es, rbytes = block_cnt(count, n, rb) * es;
+    uint32_t step = static_cast<uint32_t>((n + s) << 8);
+    PODNET_RETURN_IF_ERROR(c.sendrecv(right, B(recv) + block_off(count, n, sb) * es, sbytes, left,
+                                      B(recv) + block_off(count, n, rb) * es, rbytes, step));
+  }
+  return {};
+}
+
+Status allreduce_recursive_doubling(Call& c, const void* send, void* recv, size_t count) {
+  const size_t bytes = count * c.esize();
+  copy_in(send, recv, bytes);
+  const int n = c.size(), p2 = pow2_floor(n), rem = n - p2;
+  Status st;
+  int newrank = fold_in(c, recv, count, p2, st);
+  PODNET_RETURN_IF_ERROR(st);
+  if (newrank >= 0) {
+    std::byte* tmp = c.scratch(bytes, 0);
+    uint32_t step = 1;
+    for (int mask = 1; mask < p2; mask <<= 1, ++step) {
+      int peer = real_rank(newrank ^ mask, rem);
+      PODNET_RETURN_IF_ERROR(c.sendrecv(peer, recv, bytes, peer, tmp, bytes, step));
+      // Lower rank's data first, on both sides: identical results everywhere.
+      if (peer < c.rank()) c.reduce3(recv, tmp, recv, count);
+      else c.reduce(recv, tmp, count);
+    }
+  }
+  PODNET_RETURN_IF_ERROR(fold_out(c, recv, count, p2, 100));
+  finalize(c, recv, count);
+  return {};
+}
+
+Status allreduce_tree(Call& c, const void* send, void* recv, size_t count) {
+  // A binomial tree: reduce to rank 0, then broadcast from it.
+  PODNET_RETURN_IF_ERROR(reduce_binomial(c, send, recv, count, 0));
+  PODNET_RETURN_IF_ERROR(broadcast_binomial(c, recv, count, 0));
+  return {};
+}
+
+// podnet's small-message allreduce: every rank sends its whole vector to every other rank
+// at once and reduces locally in rank order. One round of messages instead of log2(n)
+// dependent rounds; on TCP, where each round costs a system call and a wake-up per side,
+// this is what small allreduces are made of. Memory: (n-1) x message in scratch.
+Status allreduce_one_shot(Call& c, const void* send, void* recv, size_t count) {
+  const int n = c.size(), r = c.rank();
+  const size_t bytes = count * c.esize();
+  std::byte* all = c.scratch(bytes * n, 0);
+  std::memcpy(all + r * bytes, send, bytes);
+  std::vector<Request> rr(n), sr(n);
+  for (int p = 0; p < n; ++p)
+    if (p != r) rr[p] = c.irecv(p, all + p * bytes, bytes, 0);
+  for (int p = 0; p < n; ++p)
+    if (p != r) sr[p] = c.isend(p, all + r * bytes, bytes, 0);
+  for (int p = 0; p < n; ++p)
+    if (p != r) PODNET_RETURN_IF_ERROR(c.wait_recv(rr[p], p, bytes));
+  for (int p = 0; p < n; ++p)
+    if (p != r) PODNET_RETURN_IF_ERROR(c.wait_send(sr[p], p));
+  if (n == 1) {
+    copy_in(all, recv, bytes);
+  } else {
+    c.reduce3(recv, all, all + bytes, count);
+    for (int p = 2; p < n; ++p) c.reduce(recv, all + p * bytes, count);
+  }
+  finalize(c, recv, count);
+  return {};
+}
+
+Status allreduce_rabenseifner(Call& c, const void* send, void* recv, size_t count) {
+  // Reduce-scatter by recursive halving, then allgather by recursive doubling, on the
+  // power-of-two group (the others fold in and out as in recursive doubling).
+  const size_t es = c.esize(), bytes = count * es;
+  copy_in(send, recv, bytes);
+  const int n = c.size(), p2 = pow2_floor(n), rem = n - p2;
+  Status st;
+  int newrank = fold_in(c, recv, count, p2, st);
+  PODNET_RETURN_IF_ERROR(st);
+  if (newrank >= 0 && p2 > 1) {
+    std::byte* tmp = c.scratch(bytes, 0);
+    // Blocks are defined over p2 parts; [lo, hi) is the range of blocks this rank holds.
+    int lo = 0, hi = p2;
+    uint32_t step = 1;
+    for (int mask = p2 / 2; mask >= 1; mask /= 2, ++step) {
+      int peer_new = newrank ^ mask, peer = real_rank(peer_new, rem);
+      int mid = (lo + hi) / 2;
+      bool keep_low = (newrank & mask) == 0;
+      int keep_lo = keep_low ? lo : mid, keep_hi = keep_low ? mid : hi;
+      int give_lo = keep_low ? mid : lo, give_hi = keep_low ? hi : mid;
+      size_t ko = block_off(count, p2, keep_lo), kc = block_off(count, p2, keep_hi) - ko;
+      size_t go = block_off(count, p2, give_lo), gc = block_off(count, p2, give_hi) - go;
+      PODNET_RETURN_IF_ERROR(c.sendrecv(peer, B(recv) + go * es, gc * es, peer, tmp, kc * es, step));
+      if (peer < c.rank()) c.reduce3(B(recv) + ko * es, tmp, B(recv) + ko * es, kc);
+      else c.reduce(B(recv) + ko * es, tmp, kc);
+      lo = keep_lo;
+      hi = keep_hi;
+    }
+    finalize(c, B(recv) + block_off(count, p2, lo) * es, block_off(count, p2, hi) - block_off(count, p2, lo));
+    for (int mask = 1; mask < p2; mask *= 2, ++step) {
+      int peer_new = newrank ^ mask, peer = real_rank(peer_new, rem);
+      int size_blocks = hi - lo;
+      int plo = (newrank & mask) ? lo - size_blocks : hi, phi = plo + size_blocks;
+      size_t so = block_off(count, p2, lo), sc = block_off(count, p2, hi) - so;
+      size_t ro = block_off(count, p2, plo), rc = block_off(count, p2, phi) - ro;
+      PODNET_RETURN_IF_ERROR(c.sendrecv(peer, B(recv) + so * es, sc * es, peer, B(recv) + ro * es, rc * es, step));
+      lo = std::min(lo, plo);
+      hi = std::max(hi, phi);
+    }
+  } else if (newrank >= 0) {
+    finalize(c, recv, count);
+  }
+  return fold_out(c, recv, count, p2, 100);
+}
+
+}  // namespace podnet::detail::algo

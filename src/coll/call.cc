@@ -1,0 +1,128 @@
+#include "coll/call.h"
+
+#include "base/clock.h"
+#include "coll/comm_impl.h"
+#include "coll/reduce_kernels.h"
+
+namespace podnet::detail {
+namespace {
+constexpr uint64_t kCollBit = 1ull << 62;
+constexpr int kCommShift = 45, kSeqShift = 31, kCollShift = 27, kTypeShift = 23, kOpShift = 20, kHashShift = 16;
+constexpr uint64_t kSigMask = (0xFull << kCollShift) | (0xFull << kTypeShift) | (0x7ull << kOpShift) |
+                              (0xFull << kHashShift);
+// Waits are sliced so that abort() is noticed promptly.
+constexpr auto kSlice = std::chrono::milliseconds(100);
+}  // namespace
+
+Call::Call(CommImpl& comm, Collective coll, DataType t, ReduceOp op, size_t count, int root)
+    : comm_(comm), coll_(coll), dtype_(t), op_(op), count_(count), root_(root), rank_(comm.rank()),
+      size_(comm.size()), esize_(dtype_size(t)), seq_(coll == Collective::kSendRecv ? 0 : comm.next_seq()) {}
+
+uint64_t Call::signature() const {
+  uint64_t h = (count_ * 0x9E3779B97F4A7C15ull) ^ (static_cast<uint64_t>(root_ + 1) * 0xC2B2AE3D27D4EB4Full);
+  h ^= h >> 29;
+  return (static_cast<uint64_t>(coll_) & 0xF) << kCollShift | (static_cast<uint64_t>(dtype_) & 0xF) << kTypeShift |
+         (static_cast<uint64_t>(op_) & 0x7) << kOpShift | (h & 0xF) << kHashShift;
+}
+
+uint64_t Call::tag(uint32_t step) const {
+  return kCollBit | (static_cast<uint64_t>(comm_.id()) & 0x1FFFF) << kCommShift |
+         (static_cast<uint64_t>(seq_) & 0x3FFF) << kSeqShift | signature() | (step & 0xFFFF);
+}
+
+std::string Call::describe_signature(uint64_t sig) const {
+  auto c = static_cast<Collective>((sig >> kCollShift) & 0xF);
+  auto t = static_cast<DataType>((sig >> kTypeShift) & 0xF);
+  auto o = static_cast<ReduceOp>((sig >> kOpShift) & 0x7);
+  return fmt::format("{} (type {}, op {})", collective_name(c), dtype_name(t), reduce_op_name(o));
+}
+
+Status Call::fail(Status why) const {
+  if (why.ok()) return why;
+  return Status(why.code(), fmt::format("{} seq {} ({}) on rank {} of communicator {:#x}: {}", collective_name(coll_),
+                                        seq_, algo_, rank_, comm_.id(), why.message()));
+}
+
+Request Call::isend(int peer, const void* buf, size_t bytes, uint32_t step) {
+  return comm_.peer(peer).send(buf, bytes, tag(step));
+}
+
+Request Call::irecv(int peer, void* buf, size_t bytes, uint32_t step) {
+  // Match on communicator, sequence and step; the signature is checked after arrival.
+  return comm_.peer(peer).recv(buf, bytes, tag(step), ~kSigMask);
+}
+
+Status Call::wait_recv(Request& r, int peer, size_t expected) {
+  int64_t deadline = now_ns() + std::chrono::duration_cast<std::chrono::nanoseconds>(comm_.timeout()).count();
+  Status st;
+  for (;;) {
+    st = r.wait(kSlice);
+    if (st.code() != Code::kTimeout) break;
+    if (Status a = comm_.aborted(); !a.ok()) return fail(a);
+    if (now_ns() > deadline)
+      return fail(Status::Timeout("waited {} ms for rank {}: it has not reached this call (hung, slower, or called "
+                                  "something else)",
+                                  comm_.timeout().count(), peer));
+  }
+  if (st.code() == Code::kInvalidArgument && st.message().find("exceeds the receive buffer") != std::string::npos)
+    return fail(Status::InvalidArgument("rank {} sent more data than this rank expects ({} bytes): the ranks "
+                                        "passed different counts or roots",
+                                        peer, expected));
+  if (!st.ok()) return fail(st);
+  uint64_t sig = r.tag() & kSigMask;
+  if (sig != signature()) {
+    uint64_t mine = signature();
+    if ((sig & ~(0xFull << kHashShift)) != (mine & ~(0xFull << kHashShift)))
+      return fail(Status::InvalidArgument("rank {} called {} where this rank called {}: every rank must call the "
+                                          "same collectives in the same order",
+                                          peer, describe_signature(sig), describe_signature(mine)));
+    return fail(Status::InvalidArgument("rank {} called {} with another count or root than this rank (count {}, "
+                                        "root {})",
+                                        peer, collective_name(coll_), count_, root_));
+  }
+  if (r.bytes() != expected)
+    return fail(Status::InvalidArgument("rank {} sent {} bytes where {} were expected: the ranks passed different "
+                                        "counts",
+                                        peer, r.bytes(), expected));
+  return {};
+}
+
+Status Call::wait_send(Request& r, int peer) {
+  int64_t deadline = now_ns() + std::chrono::duration_cast<std::chrono::nanoseconds>(comm_.timeout()).count();
+  for (;;) {
+    Status st = r.wait(kSlice);
+    if (st.code() != Code::kTimeout) return st.ok() ? st : fail(st);
+    if (Status a = comm_.aborted(); !a.ok()) return fail(a);
+    if (now_ns() > deadline)
+      return fail(Status::Timeout("sending to rank {} did not complete within {} ms", peer, comm_.timeout().count()));
+  }
+}
+
+Status Call::send(int peer, const void* buf, size_t bytes, uint32_t step) {
+  Request r = isend(peer, buf, bytes, step);
+  return wait_send(r, peer);
+}
+
+Status Call::recv(int peer, void* buf, size_t bytes, uint32_t step) {
+  Request r = irecv(peer, buf, bytes, step);
+  return wait_recv(r, peer, bytes);
+}
+
+Status Call::sendrecv(int to, const void* sbuf, size_t sbytes, int from, void* rbuf, size_t rbytes, uint32_t step) {
+  Request r = irecv(from, rbuf, rbytes, step);
+  Request s = isend(to, sbuf, sbytes, step);
+  PODNET_RETURN_IF_ERROR(wait_recv(r, from, rbytes));
+  return wait_send(s, to);
+}
+
+void Call::reduce(void* inout, const void* in, size_t count) const {
+  coll::reduce(op_, dtype_, inout, in, count);
+}
+
+void Call::reduce3(void* out, const void* a, const void* b, size_t count) const {
+  coll::reduce3(op_, dtype_, out, a, b, count);
+}
+
+std::byte* Call::scratch(size_t bytes, int which) { return comm_.scratch(bytes, which); }
+
+}  // namespace podnet::detail

@@ -1,0 +1,73 @@
+// One collective call on one communicator: the tags its messages carry, the point-to-point
+// primitives algorithms are written with, and the checks that turn a mismatch between ranks
+// into a clear error.
+//
+// Tag layout (64 bits): bit 62 marks a collective message; bits 45..61 communicator id;
+// 31..44 call sequence number; 27..30 collective; 23..26 data type; 20..22 reduce op;
+// 16..19 a hash of (count, root); 0..15 the algorithm's step. A receive matches on
+// communicator, sequence and step only, then compares the rest: a peer that called another
+// collective, type, op, count or root is reported, not silently mixed in.
+#pragma once
+
+#include <podnet/coll.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace podnet::detail {
+
+class CommImpl;
+
+class Call {
+ public:
+  Call(CommImpl& comm, Collective coll, DataType t, ReduceOp op, size_t count, int root);
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  DataType dtype() const { return dtype_; }
+  ReduceOp op() const { return op_; }
+  size_t esize() const { return esize_; }
+  uint32_t seq() const { return seq_; }
+
+  // Non-blocking point-to-point inside the call; `step` distinguishes the messages of one
+  // call between the same pair of ranks.
+  Request isend(int peer, const void* buf, size_t bytes, uint32_t step);
+  Request irecv(int peer, void* buf, size_t bytes, uint32_t step);
+  // Waits with the communicator's timeout; checks the peer's signature and the length.
+  Status wait_recv(Request& r, int peer, size_t expected_bytes);
+  Status wait_send(Request& r, int peer);
+  Status send(int peer, const void* buf, size_t bytes, uint32_t step);
+  Status recv(int peer, void* buf, size_t bytes, uint32_t step);
+  // Sends to `to` and receives from `from` at the same time.
+  Status sendrecv(int to, const void* sbuf, size_t sbytes, int from, void* rbuf, size_t rbytes, uint32_t step);
+
+  // inout = op(inout, in) over `count` elements of the call's type (avg sums).
+  void reduce(void* inout, const void* in, size_t count) const;
+  void reduce3(void* out, const void* a, const void* b, size_t count) const;
+  // A scratch buffer owned by the communicator, reused across calls.
+  std::byte* scratch(size_t bytes, int which = 0);
+
+  // "allreduce seq 12 (ring) on rank 3: " + what.
+  Status fail(Status why) const;
+  void set_algorithm(const char* name) { algo_ = name; }
+  const char* algorithm() const { return algo_; }
+
+ private:
+  uint64_t tag(uint32_t step) const;
+  uint64_t signature() const;
+  std::string describe_signature(uint64_t sig) const;
+
+  CommImpl& comm_;
+  Collective coll_;
+  DataType dtype_;
+  ReduceOp op_;
+  size_t count_;
+  int root_;
+  int rank_, size_;
+  size_t esize_;
+  uint32_t seq_;
+  const char* algo_ = "?";
+};
+
+}  // namespace podnet::detail

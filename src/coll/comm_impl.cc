@@ -1,0 +1,375 @@
+#include "coll/comm_impl.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "base/config.h"
+#include "base/log.h"
+#include "coll/algorithms.h"
+#include "coll/tuner.h"
+#include "xfer/world.h"
+
+namespace podnet {
+
+std::string_view collective_name(Collective c) noexcept {
+  switch (c) {
+    case Collective::kAllreduce: return "allreduce";
+    case Collective::kReduce: return "reduce";
+    case Collective::kBroadcast: return "broadcast";
+    case Collective::kAllgather: return "allgather";
+    case Collective::kAllgatherv: return "allgatherv";
+    case Collective::kReduceScatter: return "reduce_scatter";
+    case Collective::kAlltoall: return "alltoall";
+    case Collective::kAlltoallv: return "alltoallv";
+    case Collective::kGather: return "gather";
+    case Collective::kScatter: return "scatter";
+    case Collective::kBarrier: return "barrier";
+    case Collective::kSendRecv: return "sendrecv";
+  }
+  return "?";
+}
+
+Result<std::unique_ptr<Communicator>> Communicator::create(World& world) {
+  std::vector<int> members(world.size());
+  for (int i = 0; i < world.size(); ++i) members[i] = i;
+  return std::unique_ptr<Communicator>(new detail::CommImpl(world, std::move(members), world.rank(), 1));
+}
+
+bool Work::test() const { return state_ && state_->done(); }
+Status Work::wait(std::chrono::nanoseconds timeout) {
+  if (!state_) return Status::InvalidArgument("wait on an empty work handle");
+  return state_->wait(timeout);
+}
+Status Work::wait() { return wait(std::chrono::hours(24 * 365)); }
+
+namespace detail {
+
+void WorkState::finish(Status st) {
+  {
+    std::lock_guard lk(mu_);
+    status_ = std::move(st);
+    done_.store(true, std::memory_order_release);
+  }
+  cv_.notify_all();
+}
+
+Status WorkState::wait(std::chrono::nanoseconds timeout) {
+  std::unique_lock lk(mu_);
+  if (!cv_.wait_for(lk, timeout, [&] { return done_.load(); }))
+    return Status::Timeout("collective still running after {} ms",
+                           std::chrono::duration_cast<std::chrono::milliseconds>(timeout).count());
+  return status_;
+}
+
+CommImpl::CommImpl(World& world, std::vector<int> members, int rank, uint32_t id)
+    : world_(world), members_(std::move(members)), rank_(rank), id_(id) {
+  const Config& cfg = config();
+  timeout_ = std::chrono::milliseconds(cfg.coll_timeout_ms);
+  eps_.resize(members_.size());
+  p2p_send_seq_.assign(members_.size(), 0);
+  p2p_recv_seq_.assign(members_.size(), 0);
+  scratch_.resize(4);
+  const std::pair<Collective, const std::string*> knobs[] = {
+      {Collective::kAllreduce, &cfg.algo_allreduce},         {Collective::kBroadcast, &cfg.algo_broadcast},
+      {Collective::kAllgather, &cfg.algo_allgather},         {Collective::kReduceScatter, &cfg.algo_reduce_scatter},
+      {Collective::kAlltoall, &cfg.algo_alltoall}};
+  for (auto& [c, v] : knobs) {
+    if (v->empty()) continue;
+    Status st = validate_algorithm(c, *v);
+    if (!st.ok()) {
+      // Refuse loudly at first use rather than silently running something else.
+      abort(st.with_context("PODNET_ALGO_{}", collective_name(c)));
+      continue;
+    }
+    overrides_[c] = *v;
+  }
+}
+
+CommImpl::~CommImpl() {
+  {
+    std::lock_guard lk(q_mu_);
+    stop_ = true;
+  }
+  q_cv_.notify_all();
+  if (worker_.joinable()) worker_.join();
+}
+
+Status CommImpl::aborted() const {
+  std::lock_guard lk(abort_mu_);
+  return aborted_;
+}
+
+void CommImpl::abort(const Status& why) {
+  std::lock_guard lk(abort_mu_);
+  if (aborted_.ok()) aborted_ = Status(why.ok() ? Code::kCancelled : why.code(), "aborted: " + why.message());
+}
+
+std::byte* CommImpl::scratch(size_t bytes, int which) {
+  auto& s = scratch_[which];
+  if (s.size() < bytes) s.resize(bytes);
+  return s.data();
+}
+
+const std::string& CommImpl::algo_override(Collective c) const {
+  static const std::string kNone;
+  auto it = overrides_.find(c);
+  return it == overrides_.end() ? kNone : it->second;
+}
+
+Status CommImpl::set_algorithm(Collective c, std::string_view name) {
+  if (name.empty()) {
+    overrides_.erase(c);
+    return {};
+  }
+  PODNET_RETURN_IF_ERROR(validate_algorithm(c, name));
+  overrides_[c] = std::string(name);
+  return {};
+}
+
+std::string CommImpl::last_algorithm(Collective c) const {
+  auto it = last_algo_.find(c);
+  return it == last_algo_.end() ? "" : it->second;
+}
+
+Status CommImpl::check_root(const char* what, int root) const {
+  if (root < 0 || root >= size())
+    return Status::InvalidArgument("{}: root {} is outside the communicator of {} ranks", what, root, size());
+  return {};
+}
+
+Status CommImpl::run(Collective c, DataType t, ReduceOp op, size_t count, int root,
+                     const std::function<Status(Call&)>& body) {
+  drain_queue();
+  std::lock_guard ex(exec_mu_);
+  if (Status a = aborted(); !a.ok())
+    return a.with_context("{} on rank {}", collective_name(c), rank_);
+  for (int p = 0; p < size(); ++p) {
+    if (eps_[p]) continue;
+    auto ep = world_.peer(members_[p]);
+    if (!ep.ok()) return ep.status().with_context("{}: connecting to rank {}", collective_name(c), p);
+    eps_[p] = std::move(ep).value();
+  }
+  Call call(*this, c, t, op, count, root);
+  Status st = body(call);
+  last_algo_[c] = call.algorithm();
+  if (!st.ok()) PODNET_WARN(kColl, "{}", st.message());
+  return st;
+}
+
+std::string_view pick(CommImpl& comm, Collective c, size_t bytes) {
+  const std::string& o = comm.algo_override(c);
+  if (!o.empty()) return o;
+  return choose_algorithm(c, bytes, comm.size());
+}
+
+Status CommImpl::allreduce(const void* send, void* recv, size_t count, DataType t, ReduceOp op) {
+  return run(Collective::kAllreduce, t, op, count, -1, [&](Call& c) {
+    std::string_view a = pick(*this, Collective::kAllreduce, count * c.esize());
+    c.set_algorithm(a.data());
+    if (a == "recursive_doubling") return algo::allreduce_recursive_doubling(c, send, recv, count);
+    if (a == "rabenseifner") return algo::allreduce_rabenseifner(c, send, recv, count);
+    if (a == "tree") return algo::allreduce_tree(c, send, recv, count);
+    if (a == "one_shot") return algo::allreduce_one_shot(c, send, recv, count);
+    return algo::allreduce_ring(c, send, recv, count);
+  });
+}
+
+Status CommImpl::reduce(const void* send, void* recv, size_t count, DataType t, ReduceOp op, int root) {
+  PODNET_RETURN_IF_ERROR(check_root("reduce", root));
+  return run(Collective::kReduce, t, op, count, root, [&](Call& c) {
+    c.set_algorithm("binomial");
+    return algo::reduce_binomial(c, send, recv, count, root);
+  });
+}
+
+Status CommImpl::broadcast(void* buf, size_t count, DataType t, int root) {
+  PODNET_RETURN_IF_ERROR(check_root("broadcast", root));
+  return run(Collective::kBroadcast, t, ReduceOp::kSum, count, root, [&](Call& c) {
+    std::string_view a = pick(*this, Collective::kBroadcast, count * c.esize());
+    c.set_algorithm(a.data());
+    if (a == "chain") return algo::broadcast_chain(c, buf, count, root);
+    return algo::broadcast_binomial(c, buf, count, root);
+  });
+}
+
+Status CommImpl::allgather(const void* send, void* recv, size_t count, DataType t) {
+  return run(Collective::kAllgather, t, ReduceOp::kSum, count, -1, [&](Call& c) {
+    std::string_view a = pick(*this, Collective::kAllgather, count * c.esize());
+    c.set_algorithm(a.data());
+    if (a == "bruck") return algo::allgather_bruck(c, send, recv, count);
+    if (a == "recursive_doubling") return algo::allgather_recursive_doubling(c, send, recv, count);
+    return algo::allgather_ring(c, send, recv, count);
+  });
+}
+
+Status CommImpl::allgatherv(const void* send, size_t send_count, void* recv, const std::vector<size_t>& counts,
+                            DataType t) {
+  if (counts.size() != static_cast<size_t>(size()) || counts[rank_] != send_count)
+    return Status::InvalidArgument("allgatherv: counts has {} entries (need {}) or counts[{}] != send count {}",
+                                   counts.size(), size(), rank_, send_count);
+  return run(Collective::kAllgatherv, t, ReduceOp::kSum, 0, -1, [&](Call& c) {
+    c.set_algorithm("ring");
+    return algo::allgatherv_ring(c, send, recv, counts);
+  });
+}
+
+Status CommImpl::reduce_scatter(const void* send, void* recv, size_t recv_count, DataType t, ReduceOp op) {
+  return run(Collective::kReduceScatter, t, op, recv_count, -1, [&](Call& c) {
+    std::string_view a = pick(*this, Collective::kReduceScatter, recv_count * c.esize());
+    c.set_algorithm(a.data());
+    if (a == "recursive_halving") return algo::reduce_scatter_recursive_halving(c, send, recv, recv_count);
+    return algo::reduce_scatter_ring(c, send, recv, recv_count);
+  });
+}
+
+Status CommImpl::alltoall(const void* send, void* recv, size_t count, DataType t) {
+  return run(Collective::kAlltoall, t, ReduceOp::kSum, count, -1, [&](Call& c) {
+    std::string_view a = pick(*this, Collective::kAlltoall, count * c.esize());
+    c.set_algorithm(a.data());
+    if (a == "bruck") return algo::alltoall_bruck(c, send, recv, count);
+    return algo::alltoall_pairwise(c, send, recv, count);
+  });
+}
+
+Status CommImpl::alltoallv(const void* send, const std::vector<size_t>& send_counts, void* recv,
+                           const std::vector<size_t>& recv_counts, DataType t) {
+  if (send_counts.size() != static_cast<size_t>(size()) || recv_counts.size() != static_cast<size_t>(size()))
+    return Status::InvalidArgument("alltoallv: counts need {} entries", size());
+  return run(Collective::kAlltoallv, t, ReduceOp::kSum, 0, -1, [&](Call& c) {
+    c.set_algorithm("pairwise");
+    return algo::alltoallv_pairwise(c, send, send_counts, recv, recv_counts);
+  });
+}
+
+Status CommImpl::gather(const void* send, void* recv, size_t count, DataType t, int root) {
+  PODNET_RETURN_IF_ERROR(check_root("gather", root));
+  return run(Collective::kGather, t, ReduceOp::kSum, count, root, [&](Call& c) {
+    c.set_algorithm("linear");
+    return algo::gather_linear(c, send, recv, count, root);
+  });
+}
+
+Status CommImpl::scatter(const void* send, void* recv, size_t count, DataType t, int root) {
+  PODNET_RETURN_IF_ERROR(check_root("scatter", root));
+  return run(Collective::kScatter, t, ReduceOp::kSum, count, root, [&](Call& c) {
+    c.set_algorithm("linear");
+    return algo::scatter_linear(c, send, recv, count, root);
+  });
+}
+
+Status CommImpl::barrier() {
+  return run(Collective::kBarrier, DataType::kUint8, ReduceOp::kSum, 0, -1, [&](Call& c) {
+    c.set_algorithm("dissemination");
+    return algo::barrier_dissemination(c);
+  });
+}
+
+Status CommImpl::send(const void* buf, size_t count, DataType t, int peer) {
+  PODNET_RETURN_IF_ERROR(check_root("send", peer));
+  return run(Collective::kSendRecv, t, ReduceOp::kSum, count, -1, [&](Call& c) {
+    c.set_algorithm("direct");
+    return c.send(peer, buf, count * c.esize(), next_p2p_seq(peer, true) & 0xFFFF);
+  });
+}
+
+Status CommImpl::recv(void* buf, size_t count, DataType t, int peer) {
+  PODNET_RETURN_IF_ERROR(check_root("recv", peer));
+  return run(Collective::kSendRecv, t, ReduceOp::kSum, count, -1, [&](Call& c) {
+    c.set_algorithm("direct");
+    return c.recv(peer, buf, count * c.esize(), next_p2p_seq(peer, false) & 0xFFFF);
+  });
+}
+
+// ---- non-blocking ----------------------------------------------------------------------
+
+namespace {
+thread_local bool t_in_worker = false;
+}
+
+void CommImpl::drain_queue() {
+  if (t_in_worker) return;  // the worker runs queued calls in order already
+  std::unique_lock lk(q_mu_);
+  q_cv_.wait(lk, [&] { return queue_.empty() && !busy_; });
+}
+
+Work CommImpl::enqueue(std::function<Status()> fn) {
+  auto ws = std::make_shared<WorkState>();
+  {
+    std::lock_guard lk(q_mu_);
+    queue_.emplace_back(std::move(fn), ws);
+    if (!worker_.joinable()) worker_ = std::thread([this] { worker_loop(); });
+  }
+  q_cv_.notify_all();
+  return Work(ws);
+}
+
+void CommImpl::worker_loop() {
+  t_in_worker = true;
+  std::unique_lock lk(q_mu_);
+  for (;;) {
+    q_cv_.wait(lk, [&] { return stop_ || !queue_.empty(); });
+    if (queue_.empty()) return;  // stopping
+    auto [fn, ws] = std::move(queue_.front());
+    queue_.pop_front();
+    busy_ = true;
+    lk.unlock();
+    Status st = fn();
+    ws->finish(std::move(st));
+    lk.lock();
+    busy_ = false;
+    q_cv_.notify_all();
+  }
+}
+
+// The queued function runs the blocking form on the worker thread (run() knows not to wait
+// for the queue there).
+Work CommImpl::iallreduce(const void* send, void* recv, size_t count, DataType t, ReduceOp op) {
+  return enqueue([=, this] { return allreduce(send, recv, count, t, op); });
+}
+Work CommImpl::ibroadcast(void* buf, size_t count, DataType t, int root) {
+  return enqueue([=, this] { return broadcast(buf, count, t, root); });
+}
+Work CommImpl::iallgather(const void* send, void* recv, size_t count, DataType t) {
+  return enqueue([=, this] { return allgather(send, recv, count, t); });
+}
+Work CommImpl::ireduce_scatter(const void* send, void* recv, size_t recv_count, DataType t, ReduceOp op) {
+  return enqueue([=, this] { return reduce_scatter(send, recv, recv_count, t, op); });
+}
+Work CommImpl::ialltoall(const void* send, void* recv, size_t count, DataType t) {
+  return enqueue([=, this] { return alltoall(send, recv, count, t); });
+}
+Work CommImpl::ibarrier() {
+  return enqueue([this] { return barrier(); });
+}
+
+// ---- split / dup -------------------------------------------------------------------------
+
+Result<std::unique_ptr<Communicator>> CommImpl::split(int color, int key) {
+  const int n = size();
+  int64_t mine[2] = {color, key};
+  std::vector<int64_t> all(2 * n);
+  PODNET_RETURN_IF_ERROR(allgather(mine, all.data(), 2, DataType::kInt64).with_context("split"));
+  uint32_t split_no = ++splits_;
+  if (color < 0) return std::unique_ptr<Communicator>();
+  std::vector<std::pair<int64_t, int>> group;  // (key, parent rank)
+  for (int p = 0; p < n; ++p)
+    if (all[2 * p] == color) group.emplace_back(all[2 * p + 1], p);
+  std::sort(group.begin(), group.end());
+  std::vector<int> members;
+  int new_rank = -1;
+  for (auto& [k, p] : group) {
+    if (p == rank_) new_rank = static_cast<int>(members.size());
+    members.push_back(members_[p]);
+  }
+  // Every member derives the same id from (parent id, split number, color).
+  uint64_t h = (static_cast<uint64_t>(id_) * 0x9E3779B97F4A7C15ull) ^ (split_no * 0xC2B2AE3D27D4EB4Full) ^
+               (static_cast<uint64_t>(color) * 0x165667B19E3779F9ull);
+  h ^= h >> 31;
+  uint32_t id = static_cast<uint32_t>(h % 0x1FFFE) + 2;  // 17 bits, never 0 or the world's 1
+  return std::unique_ptr<Communicator>(new CommImpl(world_, std::move(members), new_rank, id));
+}
+
+Result<std::unique_ptr<Communicator>> CommImpl::dup() { return split(0, rank_); }
+
+}  // namespace detail
+}  // namespace podnet

@@ -1,0 +1,112 @@
+// The communicator: members (world ranks), endpoints to them, call sequencing, scratch
+// buffers, the tuner, and a worker thread for non-blocking calls.
+#pragma once
+
+#include <podnet/coll.h>
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "coll/call.h"
+
+namespace podnet::detail {
+
+class WorkState {
+ public:
+  void finish(Status st);
+  bool done() const { return done_.load(std::memory_order_acquire); }
+  Status wait(std::chrono::nanoseconds timeout);
+
+ private:
+  std::atomic<bool> done_{false};
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  Status status_;
+};
+
+class CommImpl final : public Communicator {
+ public:
+  CommImpl(World& world, std::vector<int> members, int rank, uint32_t id);
+  ~CommImpl() override;
+
+  int rank() const noexcept override { return rank_; }
+  int size() const noexcept override { return static_cast<int>(members_.size()); }
+  uint32_t id() const noexcept override { return id_; }
+  Result<std::unique_ptr<Communicator>> split(int color, int key) override;
+  Result<std::unique_ptr<Communicator>> dup() override;
+  void abort(const Status& why) override;
+
+  Status allreduce(const void* send, void* recv, size_t count, DataType t, ReduceOp op) override;
+  Status reduce(const void* send, void* recv, size_t count, DataType t, ReduceOp op, int root) override;
+  Status broadcast(void* buf, size_t count, DataType t, int root) override;
+  Status allgather(const void* send, void* recv, size_t count, DataType t) override;
+  Status allgatherv(const void* send, size_t send_count, void* recv, const std::vector<size_t>& counts,
+                    DataType t) override;
+  Status reduce_scatter(const void* send, void* recv, size_t recv_count, DataType t, ReduceOp op) override;
+  Status alltoall(const void* send, void* recv, size_t count, DataType t) override;
+  Status alltoallv(const void* send, const std::vector<size_t>& send_counts, void* recv,
+                   const std::vector<size_t>& recv_counts, DataType t) override;
+  Status gather(const void* send, void* recv, size_t count, DataType t, int root) override;
+  Status scatter(const void* send, void* recv, size_t count, DataType t, int root) override;
+  Status barrier() override;
+  Status send(const void* buf, size_t count, DataType t, int peer) override;
+  Status recv(void* buf, size_t count, DataType t, int peer) override;
+
+  Work iallreduce(const void* send, void* recv, size_t count, DataType t, ReduceOp op) override;
+  Work ibroadcast(void* buf, size_t count, DataType t, int root) override;
+  Work iallgather(const void* send, void* recv, size_t count, DataType t) override;
+  Work ireduce_scatter(const void* send, void* recv, size_t recv_count, DataType t, ReduceOp op) override;
+  Work ialltoall(const void* send, void* recv, size_t count, DataType t) override;
+  Work ibarrier() override;
+  Status set_algorithm(Collective c, std::string_view name) override;
+  std::string last_algorithm(Collective c) const override;
+
+  // For Call.
+  Endpoint& peer(int r) { return *eps_[r]; }
+  uint32_t next_seq() { return ++seq_; }
+  uint32_t next_p2p_seq(int peer, bool sending) { return ++(sending ? p2p_send_seq_ : p2p_recv_seq_)[peer]; }
+  std::chrono::milliseconds timeout() const { return timeout_; }
+  Status aborted() const;
+  std::byte* scratch(size_t bytes, int which);
+  const std::string& algo_override(Collective c) const;
+
+ private:
+  // Runs `body` as one call: sequencing, error context, algorithm bookkeeping.
+  Status run(Collective c, DataType t, ReduceOp op, size_t count, int root,
+             const std::function<Status(Call&)>& body);
+  Status check_root(const char* what, int root) const;
+  Work enqueue(std::function<Status()> fn);
+  void worker_loop();
+  void drain_queue();
+
+  World& world_;
+  std::vector<int> members_;
+  int rank_;
+  uint32_t id_;
+  uint32_t seq_ = 0;
+  uint32_t splits_ = 0;
+  std::chrono::milliseconds timeout_;
+  std::vector<std::shared_ptr<Endpoint>> eps_;
+  std::vector<uint32_t> p2p_send_seq_, p2p_recv_seq_;
+  std::vector<std::vector<std::byte>> scratch_;
+  std::map<Collective, std::string> overrides_;
+  std::map<Collective, std::string> last_algo_;
+
+  mutable std::mutex abort_mu_;
+  Status aborted_;
+
+  std::mutex exec_mu_;  // one call executes at a time
+  std::mutex q_mu_;
+  std::condition_variable q_cv_;
+  std::deque<std::pair<std::function<Status()>, std::shared_ptr<WorkState>>> queue_;
+  bool busy_ = false;
+  bool stop_ = false;
+  std::thread worker_;
+};
+
+}  // namespace podnet::detail

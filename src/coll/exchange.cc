@@ -1,0 +1,195 @@
+// allgather, reduce_scatter, alltoall and barrier algorithms.
+#include <cstring>
+#include <vector>
+
+#include "coll/algorithms.h"
+#include "coll/reduce_kernels.h"
+
+namespace podnet::detail::algo {
+namespace {
+std::byte* B(void* p) { return static_cast<std::byte*>(p); }
+const std::byte* B(const void* p) { return static_cast<const std::byte*>(p); }
+int mod(int a, int n) { return ((a % n) + n) % n; }
+}  // namespace
+
+Status allgather_ring(Call& c, const void* send, void* recv, size_t count) {
+  const int n = c.size(), r = c.rank();
+  const size_t bytes = count * c.esize();
+  if (B(recv) + r * bytes != send && bytes > 0) std::memcpy(B(recv) + r * bytes, send, bytes);
+  for (int s = 0; s < n - 1; ++s) {
+    int sb = mod(r - s, n), rb = mod(r - s - 1, n);
+    PODNET_RETURN_IF_ERROR(c.sendrecv(mod(r + 1, n), B(recv) + sb * bytes, bytes, mod(r - 1, n),
+                                      B(recv) + rb * bytes, bytes, static_cast<uint32_t>(s)));
+  }
+  return {};
+}
+
+Status allgatherv_ring(Call& c, const void* send, void* recv, const std::vector<size_t>& counts) {
+  const int n = c.size(), r = c.rank();
+  const size_t es = c.esize();
+  std::vector<size_t> off(n + 1, 0);
+  for (int i = 0; i < n; ++i) off[i + 1] = off[i] + counts[i];
+  if (B(recv) + off[r] * es != send && counts[r] > 0) std::memcpy(B(recv) + off[r] * es, send, counts[r] * es);
+  for (int s = 0; s < n - 1; ++s) {
+    int sb = mod(r - s, n), rb = mod(r - s - 1, n);
+    PODNET_RETURN_IF_ERROR(c.sendrecv(mod(r + 1, n), B(recv) + off[sb] * es, counts[sb] * es, mod(r - 1, n),
+                                      B(recv) + off[rb] * es, counts[rb] * es, static_cast<uint32_t>(s)));
+  }
+  return {};
+}
+
+Status allgather_bruck(Call& c, const void* send, void* recv, size_t count) {
+  // log2(n) rounds for any n: gather into a rotated buffer, then rotate into place.
+  const int n = c.size(), r = c.rank();
+  const size_t bytes = count * c.esize();
+  std::byte* tmp = c.scratch(bytes * n, 0);
+  if (bytes > 0) std::memcpy(tmp, send, bytes);
+  uint32_t step = 0;
+  for (int k = 1; k < n; k <<= 1, ++step) {
+    int blocks = std::min(k, n - k);
+    PODNET_RETURN_IF_ERROR(c.sendrecv(mod(r - k, n), tmp, blocks * bytes, mod(r + k, n), tmp + k * bytes,
+                                      blocks * bytes, step));
+  }
+  for (int i = 0; i < n && bytes > 0; ++i) std::memcpy(B(recv) + mod(r + i, n) * bytes, tmp + i * bytes, bytes);
+  return {};
+}
+
+Status allgather_recursive_doubling(Call& c, const void* send, void* recv, size_t count) {
+  // Power-of-two groups only exchange doubling ranges; other sizes use Bruck's schedule,
+  // which is the generalisation of recursive doubling to any n.
+  const int n = c.size(), r = c.rank();
+  if ((n & (n - 1)) != 0) return allgather_bruck(c, send, recv, count);
+  const size_t bytes = count * c.esize();
+  if (B(recv) + r * bytes != send && bytes > 0) std::memcpy(B(recv) + r * bytes, send, bytes);
+  uint32_t step = 0;
+  for (int mask = 1; mask < n; mask <<= 1, ++step) {
+    int peer = r ^ mask;
+    int my_lo = r & ~(mask - 1), peer_lo = peer & ~(mask - 1);
+    PODNET_RETURN_IF_ERROR(c.sendrecv(peer, B(recv) + my_lo * bytes, mask * bytes, peer, B(recv) + peer_lo * bytes,
+                                      mask * bytes, step));
+  }
+  return {};
+}
+
+Status reduce_scatter_ring(Call& c, const void* send, void* recv, size_t count) {
+  // The reduce-scatter half of ring allreduce, shifted so that rank r ends with block r.
+  const int n = c.size(), r = c.rank();
+  const size_t bytes = count * c.esize();
+  std::byte* work = c.scratch(bytes * n, 0);
+  std::byte* tmp = c.scratch(bytes, 1);
+  if (bytes * n > 0) std::memcpy(work, send, bytes * n);
+  for (int s = 0; s < n - 1; ++s) {
+    int sb = mod(r - s - 1, n), rb = mod(r - s - 2, n);
+    PODNET_RETURN_IF_ERROR(c.sendrecv(mod(r + 1, n), work + sb * bytes, bytes, mod(r - 1, n), tmp, bytes,
+                                      static_cast<uint32_t>(s)));
+    c.reduce(work + rb * bytes, tmp, count);
+  }
+  if (bytes > 0) std::memcpy(recv, work + r * bytes, bytes);
+  if (c.op() == ReduceOp::kAvg) coll::finalize_avg(c.dtype(), recv, count, n);
+  return {};
+}
+
+Status reduce_scatter_recursive_halving(Call& c, const void* send, void* recv, size_t count) {
+  // Power-of-two groups halve the range each round; other sizes use the ring.
+  const int n = c.size(), r = c.rank();
+  if ((n & (n - 1)) != 0) return reduce_scatter_ring(c, send, recv, count);
+  const size_t bytes = count * c.esize();
+  std::byte* work = c.scratch(bytes * n, 0);
+  std::byte* tmp = c.scratch(bytes * n / 2 + 1, 1);
+  if (bytes * n > 0) std::memcpy(work, send, bytes * n);
+  int lo = 0, hi = n;
+  uint32_t step = 0;
+  for (int mask = n / 2; mask >= 1; mask /= 2, ++step) {
+    int peer = r ^ mask, mid = (lo + hi) / 2;
+    bool keep_low = (r & mask) == 0;
+    int klo = keep_low ? lo : mid, glo = keep_low ? mid : lo;
+    PODNET_RETURN_IF_ERROR(c.sendrecv(peer, work + glo * bytes, mask * bytes, peer, tmp, mask * bytes, step));
+    if (peer < r) c.reduce3(work + klo * bytes, tmp, work + klo * bytes, count * mask);
+    else c.reduce(work + klo * bytes, tmp, count * mask);
+    lo = klo;
+    hi = klo + mask;
+  }
+  if (bytes > 0) std::memcpy(recv, work + r * bytes, bytes);
+  if (c.op() == ReduceOp::kAvg) coll::finalize_avg(c.dtype(), recv, count, n);
+  return {};
+}
+
+Status alltoall_pairwise(Call& c, const void* send, void* recv, size_t count) {
+  const int n = c.size(), r = c.rank();
+  const size_t bytes = count * c.esize();
+  // In place: keep a copy of what we still have to send.
+  const std::byte* src = B(send);
+  if (send == recv) {
+    std::byte* copy = c.scratch(bytes * n, 0);
+    if (bytes * n > 0) std::memcpy(copy, send, bytes * n);
+    src = copy;
+  }
+  if (bytes > 0) std::memcpy(B(recv) + r * bytes, src + r * bytes, bytes);
+  for (int k = 1; k < n; ++k) {
+    int to = mod(r + k, n), from = mod(r - k, n);
+    PODNET_RETURN_IF_ERROR(c.sendrecv(to, src + to * bytes, bytes, from, B(recv) + from * bytes, bytes,
+                                      static_cast<uint32_t>(k)));
+  }
+  return {};
+}
+
+Status alltoallv_pairwise(Call& c, const void* send, const std::vector<size_t>& scounts, void* recv,
+                          const std::vector<size_t>& rcounts) {
+  const int n = c.size(), r = c.rank();
+  const size_t es = c.esize();
+  std::vector<size_t> so(n + 1, 0), ro(n + 1, 0);
+  for (int i = 0; i < n; ++i) {
+    so[i + 1] = so[i] + scounts[i];
+    ro[i + 1] = ro[i] + rcounts[i];
+  }
+  if (scounts[r] != rcounts[r])
+    return c.fail(Status::InvalidArgument("alltoallv: rank {} sends itself {} elements but expects {}", r, scounts[r],
+                                          rcounts[r]));
+  const std::byte* src = B(send);
+  if (send == recv) {
+    std::byte* copy = c.scratch(so[n] * es, 0);
+    if (so[n] > 0) std::memcpy(copy, send, so[n] * es);
+    src = copy;
+  }
+  if (rcounts[r] > 0) std::memcpy(B(recv) + ro[r] * es, src + so[r] * es, rcounts[r] * es);
+  for (int k = 1; k < n; ++k) {
+    int to = mod(r + k, n), from = mod(r - k, n);
+    PODNET_RETURN_IF_ERROR(c.sendrecv(to, src + so[to] * es, scounts[to] * es, from, B(recv) + ro[from] * es,
+                                      rcounts[from] * es, static_cast<uint32_t>(k)));
+  }
+  return {};
+}
+
+Status alltoall_bruck(Call& c, const void* send, void* recv, size_t count) {
+  // log2(n) rounds for small blocks: rotate, exchange the blocks whose index has bit k set,
+  // rotate back.
+  const int n = c.size(), r = c.rank();
+  const size_t bytes = count * c.esize();
+  std::byte* tmp = c.scratch(bytes * n, 0);
+  std::byte* pack = c.scratch(bytes * n, 1);
+  std::byte* unpack = c.scratch(bytes * n, 2);
+  for (int i = 0; i < n && bytes > 0; ++i) std::memcpy(tmp + i * bytes, B(send) + mod(r + i, n) * bytes, bytes);
+  uint32_t step = 0;
+  for (int k = 1; k < n; k <<= 1, ++step) {
+    std::vector<int> idx;
+    for (int i = 0; i < n; ++i)
+      if (i & k) idx.push_back(i);
+    for (size_t j = 0; j < idx.size() && bytes > 0; ++j) std::memcpy(pack + j * bytes, tmp + idx[j] * bytes, bytes);
+    PODNET_RETURN_IF_ERROR(c.sendrecv(mod(r + k, n), pack, idx.size() * bytes, mod(r - k, n), unpack,
+                                      idx.size() * bytes, step));
+    for (size_t j = 0; j < idx.size() && bytes > 0; ++j) std::memcpy(tmp + idx[j] * bytes, unpack + j * bytes, bytes);
+  }
+  for (int i = 0; i < n && bytes > 0; ++i) std::memcpy(B(recv) + mod(r - i, n) * bytes, tmp + i * bytes, bytes);
+  return {};
+}
+
+Status barrier_dissemination(Call& c) {
+  const int n = c.size(), r = c.rank();
+  uint8_t out = 1, in = 0;
+  uint32_t step = 0;
+  for (int k = 1; k < n; k <<= 1, ++step)
+    PODNET_RETURN_IF_ERROR(c.sendrecv(mod(r + k, n), &out, 1, mod(r - k, n), &in, 1, step));
+  return {};
+}
+
+}  // namespace podnet::detail::algo
