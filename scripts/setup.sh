@@ -24,12 +24,12 @@ while [[ $# -gt 0 ]]; do
 done
 
 # Build: compiler, CMake, Ninja, libraries. Tests: GoogleTest. Benchmarks and comparisons:
-# iperf3, sockperf, Open MPI (also the mpirun launcher test). Tools the tests call: python3,
-# iproute2, procps.
+# iperf3, sockperf, Open MPI (also the mpirun launcher test), gnuplot (bench coll --plot).
+# Tools the tests call: python3, iproute2, procps.
 packages=(
   g++ cmake ninja-build pkg-config
   libgtest-dev libgmock-dev libfmt-dev nlohmann-json3-dev libcli11-dev
-  iperf3 sockperf openmpi-bin libopenmpi-dev
+  iperf3 sockperf openmpi-bin libopenmpi-dev gnuplot-nox
   python3 iproute2 procps
 )
 

@@ -88,6 +88,11 @@ Result<std::unique_ptr<Context>> ContextImpl::create(const ContextOptions& optio
   to.heartbeat_ms = c->config_.heartbeat_ms;
   to.peer_timeout_ms = c->config_.peer_timeout_ms;
   to.connect_timeout_ms = c->config_.connect_timeout_ms;
+  to.zerocopy_min = c->config_.tcp_zerocopy_min;
+  if (c->config_.tcp_zerocopy == "on") to.zerocopy = tcp::TcpOptions::Zerocopy::kOn;
+  else if (c->config_.tcp_zerocopy == "off") to.zerocopy = tcp::TcpOptions::Zerocopy::kOff;
+  else if (c->config_.tcp_zerocopy != "auto")
+    return Status::InvalidArgument("PODNET_TCP_ZEROCOPY='{}': expected auto, on or off", c->config_.tcp_zerocopy);
   if (to.chunk < 4096) return Status::InvalidArgument("PODNET_TCP_CHUNK={} must be at least 4096", to.chunk);
   PODNET_ASSIGN_OR_RETURN(c->tcp_, tcp::TcpTransport::create(*c->engine_, *c->registry_, c->id_, c->rank_, bind,
                                                              options.port, to));

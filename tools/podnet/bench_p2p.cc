@@ -305,7 +305,11 @@ Result<std::vector<P2pRow>> run_p2p(World& world, const P2pOptions& o) {
   for (uint64_t size : o.sizes) {
     int iters = iterations_for(o, size);
     int warm = warmup_for(o, iters);
-    int slots = static_cast<int>(std::max<uint64_t>(2, std::min<uint64_t>(o.window, kSlotBudget / std::max<uint64_t>(size, 1))));
+    // Like perftest, every operation uses the same buffer unless payloads are checked (then
+    // each operation in flight needs a slot of its own).
+    int slots = o.check ? static_cast<int>(std::max<uint64_t>(
+                              2, std::min<uint64_t>(o.window, kSlotBudget / std::max<uint64_t>(size, 1))))
+                        : 1;
     P2pRow row;
     row.bytes = size;
     row.iters = iters;

@@ -5,6 +5,7 @@
 #include <netinet/tcp.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
+#include <linux/errqueue.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -36,10 +37,21 @@ Connection::~Connection() {
   if (fd_ >= 0) close(fd_);
 }
 
+void Connection::enable_zerocopy() {
+  const auto& o = transport_->options();
+  bool loopback = remote_.rfind("127.", 0) == 0;
+  bool want = o.zerocopy == TcpOptions::Zerocopy::kOn || (o.zerocopy == TcpOptions::Zerocopy::kAuto && loopback);
+  if (!want || o.zerocopy_min == 0) return;
+  int one = 1;
+  if (setsockopt(fd_, SOL_SOCKET, SO_ZEROCOPY, &one, sizeof one) == 0) zerocopy_ = true;
+  else PODNET_DEBUG(kNet, "SO_ZEROCOPY on {}: {}; sending with copies", remote_, std::strerror(errno));
+}
+
 Status Connection::open_socket() {
   fd_ = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd_ < 0) return Status::Unavailable("socket: {}", std::strerror(errno));
   const auto& o = transport_->options();
+  enable_zerocopy();
   int one = 1;
   setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
   if (o.sndbuf > 0) {
@@ -85,6 +97,7 @@ Status Connection::adopt(int fd, std::string remote) {
   remote_ = std::move(remote);
   int one = 1;
   setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  enable_zerocopy();  // read responses go out on accepted connections
   handshake_deadline_ns_ = now_ns() + 10'000'000'000ll;
   last_rx_ns_.store(now_ns());
   state_.store(State::kHandshake);
@@ -114,11 +127,11 @@ void Connection::on_connected() {
   FrameHeader h;
   h.type = FrameType::kHello;
   h.length = body.size();
-  TxItem item;
-  encode_header(h, item.hdr);
-  item.owned = std::make_shared<std::string>(std::move(body));
-  item.payload = reinterpret_cast<const std::byte*>(item.owned->data());
-  item.length = item.owned->size();
+  auto item = std::make_unique<TxItem>();
+  encode_header(h, item->hdr);
+  item->owned = std::make_shared<std::string>(std::move(body));
+  item->payload = reinterpret_cast<const std::byte*>(item->owned->data());
+  item->length = item->owned->size();
   txq_.push_front(std::move(item));
   transport_->engine().modify(fd_, EPOLLIN, this);
   want_out_ = false;
@@ -139,12 +152,12 @@ void Connection::post(const FrameHeader& h, const void* payload, size_t len,
     if (part) part->part_done(Status::PeerFailed("connection to {} is closed", remote_));
     return;
   }
-  TxItem item;
-  encode_header(h, item.hdr);
-  item.payload = static_cast<const std::byte*>(payload);
-  item.length = len;
-  item.part = std::move(part);
-  item.hold = std::move(hold);
+  auto item = std::make_unique<TxItem>();
+  encode_header(h, item->hdr);
+  item->payload = static_cast<const std::byte*>(payload);
+  item->length = len;
+  item->part = std::move(part);
+  item->hold = std::move(hold);
   txq_.push_back(std::move(item));
   flush();
 }
@@ -153,11 +166,11 @@ void Connection::post_text(FrameHeader h, std::string text) {
   std::lock_guard tx(tx_mu_);
   if (state_.load() == State::kClosed) return;
   h.length = text.size();
-  TxItem item;
-  encode_header(h, item.hdr);
-  item.owned = std::make_shared<std::string>(std::move(text));
-  item.payload = reinterpret_cast<const std::byte*>(item.owned->data());
-  item.length = item.owned->size();
+  auto item = std::make_unique<TxItem>();
+  encode_header(h, item->hdr);
+  item->owned = std::make_shared<std::string>(std::move(text));
+  item->payload = reinterpret_cast<const std::byte*>(item->owned->data());
+  item->length = item->owned->size();
   txq_.push_back(std::move(item));
   flush();
 }
@@ -180,7 +193,7 @@ void Connection::flush() {
     size_t items = 0;
     for (auto it = txq_.begin(); it != txq_.end() && n + 2 <= kMaxIov; ++it, ++items) {
       if (handshake && items > 0) break;
-      TxItem& t = *it;
+      TxItem& t = **it;
       if (t.sent < kHeaderSize) {
         iov[n++] = {t.hdr + t.sent, kHeaderSize - t.sent};
         if (t.length > 0) iov[n++] = {const_cast<std::byte*>(t.payload), t.length};
@@ -189,10 +202,23 @@ void Connection::flush() {
       }
     }
     if (n == 0) break;
+    // Zero-copy pays for large payloads only: the completion bookkeeping costs more than
+    // copying a small one.
+    bool zc = false;
+    if (zerocopy_ && !handshake) {
+      size_t k = 0;
+      for (auto it = txq_.begin(); k < items; ++it, ++k)
+        if ((*it)->length >= transport_->options().zerocopy_min) zc = true;
+    }
     msghdr msg{};
     msg.msg_iov = iov;
     msg.msg_iovlen = n;
-    ssize_t w = sendmsg(fd_, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    ssize_t w = sendmsg(fd_, &msg, MSG_NOSIGNAL | MSG_DONTWAIT | (zc ? MSG_ZEROCOPY : 0));
+    if (w < 0 && zc && errno == ENOBUFS) {
+      // Out of optmem for notifications: send this batch with a copy.
+      zc = false;
+      w = sendmsg(fd_, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    }
     if (w < 0) {
       if (errno == EAGAIN || errno == EWOULDBLOCK) {
         set_want_out(true);
@@ -205,27 +231,63 @@ void Connection::flush() {
       tx_mu_.lock();
       return;
     }
+    uint32_t zc_id = zc ? zc_next_++ : 0;
     last_tx_ns_.store(now_ns(), std::memory_order_relaxed);
     size_t left = static_cast<size_t>(w);
     while (left > 0 && !txq_.empty()) {
-      TxItem& t = txq_.front();
+      TxItem& t = *txq_.front();
       size_t total = kHeaderSize + t.length;
       size_t take = std::min(left, total - t.sent);
       t.sent += take;
       left -= take;
+      if (zc) {
+        t.zc = true;
+        t.zc_id = zc_id;
+      }
       if (t.sent == total) {
-        if (t.part) written.push_back(std::move(t.part));
+        if (t.zc) {
+          zc_wait_.push_back(std::move(txq_.front()));  // the kernel may still read it
+        } else if (t.part) {
+          written.push_back(std::move(t.part));
+        }
         txq_.pop_front();
       }
     }
     if (handshake) break;
   }
   if (txq_.empty() || handshake) set_want_out(false);
+  if (!zc_wait_.empty()) reap_zerocopy();
+  // Frames whose zero-copy sends are complete release their requests and pins.
+  while (!zc_wait_.empty() && static_cast<int32_t>(zc_wait_.front()->zc_id - zc_done_) < 0) {
+    if (zc_wait_.front()->part) written.push_back(std::move(zc_wait_.front()->part));
+    zc_wait_.pop_front();
+  }
   if (!written.empty()) {
     // Completing may run user callbacks that post on this connection: drop the lock first.
     tx_mu_.unlock();
     for (auto& r : written) r->part_done(Status::Ok());
     tx_mu_.lock();
+  }
+}
+
+void Connection::reap_zerocopy() {
+  // Completions arrive on the socket's error queue as ranges [lo, hi] of send ids; TCP
+  // completes them in order, so the highest hi covers everything before it.
+  for (;;) {
+    char control[128];
+    msghdr msg{};
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof control;
+    if (recvmsg(fd_, &msg, MSG_ERRQUEUE | MSG_DONTWAIT) < 0) return;
+    for (cmsghdr* cm = CMSG_FIRSTHDR(&msg); cm != nullptr; cm = CMSG_NXTHDR(&msg, cm)) {
+      if (!((cm->cmsg_level == SOL_IP && cm->cmsg_type == IP_RECVERR) ||
+            (cm->cmsg_level == SOL_IPV6 && cm->cmsg_type == IPV6_RECVERR)))
+        continue;
+      auto* ee = reinterpret_cast<sock_extended_err*>(CMSG_DATA(cm));
+      if (ee->ee_errno != 0 || ee->ee_origin != SO_EE_ORIGIN_ZEROCOPY) continue;
+      uint32_t next = ee->ee_data + 1;  // hi + 1
+      if (static_cast<int32_t>(next - zc_done_) > 0) zc_done_ = next;
+    }
   }
 }
 
@@ -245,7 +307,8 @@ void Connection::on_event(uint32_t events) {
       rx_mu_.unlock();
     }
   }
-  if (events & EPOLLOUT) {
+  if (events & (EPOLLOUT | EPOLLERR)) {
+    // EPOLLERR also reports zero-copy completions waiting on the error queue.
     if (tx_mu_.try_lock()) {
       flush();
       tx_mu_.unlock();
@@ -444,10 +507,10 @@ void Connection::tick(int64_t now) {
   if (now - last_tx_ns_.load(std::memory_order_relaxed) > o.heartbeat_ms * 1'000'000ll) {
     if (!tx_mu_.try_lock()) return;
     if (txq_.empty()) {
-      TxItem item;
+      auto item = std::make_unique<TxItem>();
       FrameHeader h;
       h.type = FrameType::kHeartbeat;
-      encode_header(h, item.hdr);
+      encode_header(h, item->hdr);
       txq_.push_back(std::move(item));
       flush();
     }
@@ -472,13 +535,15 @@ void Connection::fail(const Status& why, bool notify) {
       PODNET_WARN(kNet, "closed incoming connection from {}: {}", remote_, why.message());
   }
   // Frames that will never be sent: their requests fail with the connection's error.
-  std::deque<TxItem> dropped;
+  std::deque<std::unique_ptr<TxItem>> dropped;
   {
     std::lock_guard tx(tx_mu_);
     dropped.swap(txq_);
+    for (auto& t : zc_wait_) dropped.push_back(std::move(t));
+    zc_wait_.clear();
   }
   for (auto& t : dropped)
-    if (t.part) t.part->part_done(why);
+    if (t->part) t->part->part_done(why);
   transport_->retire(shared_from_this());
 }
 

@@ -52,6 +52,8 @@ struct TxItem {
   std::shared_ptr<detail::RequestState> part;       // part_done() once fully written
   std::shared_ptr<std::string> owned;               // payload storage for control texts
   std::shared_ptr<void> hold;                       // kept alive until written (a region pin)
+  uint32_t zc_id = 0;                               // last MSG_ZEROCOPY send that carried it
+  bool zc = false;                                  // ... if any did
 };
 
 class Connection : public detail::EventHandler, public std::enable_shared_from_this<Connection> {
@@ -97,6 +99,8 @@ class Connection : public detail::EventHandler, public std::enable_shared_from_t
   bool handle_header(const FrameHeader& h);
   void finish_payload();
   void set_want_out(bool want);  // tx_mu_ held
+  void enable_zerocopy();        // if the options and the peer call for it
+  void reap_zerocopy();          // reads completions from the error queue; tx_mu_ held
 
   TcpTransport* transport_;
   const bool outgoing_;
@@ -115,8 +119,16 @@ class Connection : public detail::EventHandler, public std::enable_shared_from_t
   Status last_connect_error_;
 
   std::mutex tx_mu_;
-  std::deque<TxItem> txq_;
+  // Items live on the heap: a zero-copy send pins the header bytes where they are until the
+  // kernel reports it complete, so they must not move.
+  std::deque<std::unique_ptr<TxItem>> txq_;
   bool want_out_ = false;
+  // MSG_ZEROCOPY: the kernel numbers each zero-copy sendmsg; a frame's buffer (and the
+  // request or region pin riding on it) is released only once its number is reported done.
+  bool zerocopy_ = false;
+  uint32_t zc_next_ = 0;       // id of the next zero-copy sendmsg
+  uint32_t zc_done_ = 0;       // ids below this are complete
+  std::deque<std::unique_ptr<TxItem>> zc_wait_;  // written, waiting for their zero-copy completion
   std::atomic<int64_t> last_tx_ns_{0};
 
   std::mutex rx_mu_;

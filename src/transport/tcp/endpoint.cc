@@ -106,7 +106,9 @@ size_t TcpEndpoint::chunk_count(size_t len) const {
 void TcpEndpoint::post_write_chunks(const std::shared_ptr<RequestState>& target, const std::byte* src,
                                     const RemoteKey& remote, uint64_t raddr, size_t len) {
   size_t n = chunk_count(len), cs = chunk_size(len);
-  target->set_parts(static_cast<int>(n));
+  // Each chunk completes twice: acknowledged by the target, and released by the local
+  // socket (with MSG_ZEROCOPY the kernel may read the buffer until then).
+  target->set_parts(static_cast<int>(2 * n));
   uint64_t first = next_id_.fetch_add(n, std::memory_order_relaxed);
   Status why;
   {
@@ -129,7 +131,7 @@ void TcpEndpoint::post_write_chunks(const std::shared_ptr<RequestState>& target,
     h.b = raddr + off;
     h.length = clen;
     auto c = out_stream(target->seq() + i);
-    if (c) c->post(h, src + off, clen);
+    if (c) c->post(h, src + off, clen, target);
   }
 }
 
@@ -188,7 +190,8 @@ TcpEndpoint::Req TcpEndpoint::write(const detail::RegionState& local, size_t loc
     h.c = *imm;
     h.aux = order;
     h.length = len;
-    if (auto c = out_stream(req->seq())) c->post(h, src, len);
+    req->set_parts(2);  // acknowledged + released by the socket, as for write chunks
+    if (auto c = out_stream(req->seq())) c->post(h, src, len, req);
   } else {
     // Striped: the chunks may land in any order, so the immediate follows their acks.
     auto data = std::make_shared<RequestState>(&transport_->engine(), "write_notify data", req->seq());

@@ -31,6 +31,8 @@ struct TcpOptions {
   int heartbeat_ms = 1000;
   int peer_timeout_ms = 15000;
   int connect_timeout_ms = 30000;
+  enum class Zerocopy { kAuto, kOn, kOff } zerocopy = Zerocopy::kAuto;
+  uint64_t zerocopy_min = 64 << 10;
 };
 
 class TcpTransport : public detail::Transport {

@@ -1,0 +1,258 @@
+// `podnet bench coll` between real ranks started through `podnet run` (PODNET_BIN): every
+// collective's own result check on three ranks (an odd count, so that no algorithm gets the
+// easy power-of-two case), nccl-tests' size, count and bus-bandwidth conventions recomputed
+// here from the JSON report, the table's footer, and the exit codes of a run below
+// --min-busbw and of a bad argument.
+//
+// Every process is bounded twice: `podnet run --timeout` stops the ranks, and run_program()
+// SIGKILLs the launcher past its own limit. All traffic stays on 127.0.0.1.
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace {
+
+struct Outcome {
+  int exit_code = -1;  // -1 when killed by a signal
+  std::string out, err;
+};
+
+// Runs `program args...` with stdout and stderr captured; SIGKILLed past `limit_s`.
+Outcome run_program(const std::string& program, const std::vector<std::string>& args, double limit_s = 60) {
+  Outcome o;
+  int out_pipe[2], err_pipe[2];
+  if (pipe2(out_pipe, O_CLOEXEC) != 0 || pipe2(err_pipe, O_CLOEXEC) != 0) {
+    ADD_FAILURE() << "pipe2: " << strerror(errno);
+    return o;
+  }
+  std::vector<std::string> argv_s{program};
+  argv_s.insert(argv_s.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (auto& a : argv_s) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  const auto start = std::chrono::steady_clock::now();
+  pid_t pid = fork();
+  if (pid == 0) {
+    dup2(out_pipe[1], 1);
+    dup2(err_pipe[1], 2);
+    execvp(program.c_str(), argv.data());
+    _exit(127);
+  }
+  close(out_pipe[1]);
+  close(err_pipe[1]);
+  bool out_open = true, err_open = true, killed = false;
+  while (out_open || err_open) {
+    pollfd fds[2] = {{out_open ? out_pipe[0] : -1, POLLIN, 0}, {err_open ? err_pipe[0] : -1, POLLIN, 0}};
+    poll(fds, 2, 50);
+    char buf[65536];
+    for (int i = 0; i < 2; ++i) {
+      if (fds[i].revents == 0) continue;
+      ssize_t n = read(i == 0 ? out_pipe[0] : err_pipe[0], buf, sizeof buf);
+      if (n > 0) (i == 0 ? o.out : o.err).append(buf, static_cast<size_t>(n));
+      else (i == 0 ? out_open : err_open) = false;
+    }
+    double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (!killed && t > limit_s) {
+      ADD_FAILURE() << program << " still running after " << limit_s << " s; killing it";
+      kill(pid, SIGKILL);
+      killed = true;
+    }
+  }
+  close(out_pipe[0]);
+  close(err_pipe[0]);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (WIFEXITED(status)) o.exit_code = WEXITSTATUS(status);
+  return o;
+}
+
+std::string podnet_bin() {
+  const char* v = getenv("PODNET_BIN");
+  return v != nullptr ? v : "podnet";
+}
+
+std::string describe(const Outcome& o) {
+  return "exit " + std::to_string(o.exit_code) + "\n--- stdout:\n" + o.out + "--- stderr:\n" + o.err;
+}
+
+// `podnet run -n N -- podnet bench coll ARGS...`
+Outcome bench(int nranks, const std::vector<std::string>& args) {
+  std::vector<std::string> all{"run", "-n", std::to_string(nranks), "--timeout", "50", "--", podnet_bin(), "bench",
+                               "coll"};
+  all.insert(all.end(), args.begin(), args.end());
+  return run_program(podnet_bin(), all);
+}
+
+// What rank 0 wrote, without the launcher's "[0] " prefix.
+std::string rank0_text(const std::string& out) {
+  std::string text;
+  std::istringstream in(out);
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("[0] ", 0) == 0) text += line.substr(4) + "\n";
+  return text;
+}
+
+// nccl-tests' conventions, written out independently of the tool.
+double bus_factor(const std::string& coll, int n) {
+  if (coll == "allreduce") return 2.0 * (n - 1) / n;
+  if (coll == "broadcast" || coll == "reduce") return 1;
+  if (coll == "barrier") return 0;
+  return static_cast<double>(n - 1) / n;  // allgather, reduce_scatter, alltoall, gather, scatter
+}
+
+// Size printed for `bytes` asked: count = bytes / 4 (float); block collectives round to the ranks.
+uint64_t expected_size(const std::string& coll, uint64_t bytes, int n) {
+  uint64_t count = bytes / 4;
+  if (coll == "allreduce" || coll == "broadcast" || coll == "reduce") return count * 4;
+  return count / n * n * 4;
+}
+
+uint64_t expected_count(const std::string& coll, uint64_t bytes, int n) {
+  uint64_t count = bytes / 4;
+  if (coll == "allreduce" || coll == "broadcast" || coll == "reduce") return count;
+  return count / n;
+}
+
+bool near(double a, double b) { return std::fabs(a - b) <= 1e-9 * std::max(1.0, std::fabs(b)); }
+
+TEST(BenchColl, EveryCollectiveChecksOutAndFollowsNcclTestsConventions) {
+  const int n = 3;
+  Outcome o = bench(n, {"all", "-b", "8", "-e", "64K", "-f", "8", "-n", "3", "-w", "1", "--json"});
+  ASSERT_EQ(o.exit_code, 0) << describe(o);
+  nlohmann::json j = nlohmann::json::parse(rank0_text(o.out), nullptr, false);
+  ASSERT_TRUE(j.is_object()) << "rank 0 printed no JSON report\n" << describe(o);
+  EXPECT_EQ(j.value("benchmark", ""), "coll");
+  EXPECT_EQ(j.value("nranks", 0), n);
+  EXPECT_EQ(j.value("check", false), true);
+  EXPECT_EQ(j.value("wrong", -1), 0);
+  EXPECT_EQ(j.value("ok", false), true);
+  ASSERT_TRUE(j.contains("results") && j["results"].is_array()) << j.dump(2);
+
+  const std::vector<uint64_t> sweep{8, 64, 512, 4096, 32768};  // 8 .. 64K by 8
+  std::map<std::string, std::vector<uint64_t>> sizes;
+  double busbw_sum = 0;
+  int busbw_count = 0;
+  for (const nlohmann::json& r : j["results"]) {
+    const std::string coll = r.value("collective", "?");
+    SCOPED_TRACE(r.dump());
+    EXPECT_EQ(r.value("wrong", -1), 0);
+    EXPECT_DOUBLE_EQ(r.value("busbw_factor", -1.0), bus_factor(coll, n));
+    sizes[coll].push_back(r.value("size", uint64_t{0}));
+    for (const char* place : {"out_of_place", "in_place"}) {
+      const nlohmann::json& p = r[place];
+      EXPECT_EQ(p.value("wrong", -1), 0) << place;
+      const double time_us = p.value("time_us", 0.0), algbw = p.value("algbw", -1.0), busbw = p.value("busbw", -1.0);
+      EXPECT_GT(time_us, 0.0) << place;
+      EXPECT_TRUE(near(algbw, static_cast<double>(r.value("size", 0)) / 1e3 / time_us)) << place;  // GB/s
+      EXPECT_TRUE(near(busbw, algbw * bus_factor(coll, n))) << place;
+      if (coll != "barrier") {
+        busbw_sum += busbw;
+        ++busbw_count;
+      }
+    }
+    if (coll == "barrier") continue;
+    EXPECT_EQ(r.value("type", ""), "float");
+    const bool reducing = coll == "allreduce" || coll == "reduce" || coll == "reduce_scatter";
+    EXPECT_EQ(r.value("redop", ""), reducing ? "sum" : "none");
+    const bool rooted = coll == "broadcast" || coll == "reduce" || coll == "gather" || coll == "scatter";
+    EXPECT_EQ(r.value("root", -2), rooted ? 0 : -1);
+    EXPECT_FALSE(r.value("algorithm", "").empty());
+    EXPECT_EQ(r.value("transport", ""), "tcp");
+  }
+  ASSERT_GT(busbw_count, 0);
+  EXPECT_TRUE(near(j.value("avg_busbw", -1.0), busbw_sum / busbw_count));
+
+  const std::set<std::string> expected{"allreduce", "allgather", "reduce_scatter", "alltoall", "broadcast",
+                                       "reduce",    "gather",    "scatter",        "barrier"};
+  std::set<std::string> seen;
+  for (auto& [coll, v] : sizes) seen.insert(coll);
+  EXPECT_EQ(seen, expected);
+  EXPECT_EQ(sizes["barrier"].size(), 1u);
+  for (auto& [coll, v] : sizes) {
+    if (coll == "barrier") continue;
+    SCOPED_TRACE(coll);
+    ASSERT_EQ(v.size(), sweep.size());
+    for (size_t i = 0; i < sweep.size(); ++i) EXPECT_EQ(v[i], expected_size(coll, sweep[i], n)) << sweep[i];
+  }
+  for (const nlohmann::json& r : j["results"]) {
+    const std::string coll = r.value("collective", "?");
+    if (coll == "barrier") continue;
+    uint64_t asked = 0;
+    for (uint64_t s : sweep)
+      if (expected_size(coll, s, n) == r.value("size", uint64_t{1})) asked = s;
+    EXPECT_EQ(r.value("count", uint64_t{0}), expected_count(coll, asked, n)) << r.dump();
+  }
+}
+
+TEST(BenchColl, TablePrintsNcclTestsColumnsAndFooter) {
+  Outcome o = bench(2, {"allreduce", "-b", "8", "-e", "1K", "-f", "4", "-n", "2", "-w", "1", "--link-rate", "25G"});
+  ASSERT_EQ(o.exit_code, 0) << describe(o);
+  const std::string t = rank0_text(o.out);
+  for (const char* s : {"size", "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong", "out-of-place",
+                        "in-place", "algorithm", "transport", "link%", "# Out of bounds values : 0 OK",
+                        "# Avg bus bandwidth    : ", "# Link rate            : 25 Gbit/s"})
+    EXPECT_NE(t.find(s), std::string::npos) << "missing '" << s << "'\n" << t;
+  // One row per size, each starting with the size and its count.
+  for (const char* row : {"           8             2     float     sum      -1",
+                          "         512           128     float     sum      -1"})
+    EXPECT_NE(t.find(row), std::string::npos) << "missing row '" << row << "'\n" << t;
+  EXPECT_EQ(o.out.find("[1] "), std::string::npos) << "only rank 0 prints\n" << o.out;
+}
+
+TEST(BenchColl, BelowMinBusbwFails) {
+  Outcome o = bench(2, {"allreduce", "-b", "8", "-e", "1K", "-f", "4", "-n", "2", "-w", "0", "--min-busbw", "1e9"});
+  EXPECT_NE(o.exit_code, 0) << describe(o);
+  EXPECT_EQ(o.exit_code, 4) << describe(o);
+  EXPECT_NE(o.err.find("is below --min-busbw"), std::string::npos) << describe(o);
+  EXPECT_NE(o.out.find("(--min-busbw) FAILED"), std::string::npos) << describe(o);
+}
+
+TEST(BenchColl, BadDataTypeIsAUsageError) {
+  Outcome o = bench(2, {"allreduce", "-d", "floatt"});
+  EXPECT_EQ(o.exit_code, 2) << describe(o);
+  EXPECT_NE(o.err.find("podnet bench coll: -d: unknown data type 'floatt'"), std::string::npos) << describe(o);
+}
+
+bool gnuplot_in_path() {
+  std::istringstream dirs(getenv("PATH") != nullptr ? getenv("PATH") : "");
+  for (std::string dir; std::getline(dirs, dir, ':');)
+    if (access((dir + "/gnuplot").c_str(), X_OK) == 0) return true;
+  return false;
+}
+
+TEST(BenchColl, PlotWritesAPng) {
+  if (!gnuplot_in_path()) GTEST_SKIP() << "gnuplot not in PATH (Debian: apt-get install gnuplot-nox)";
+  char dir[] = "/tmp/podnet_bench_coll_XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr) << strerror(errno);
+  const std::string png = std::string(dir) + "/busbw.png";
+  Outcome o = bench(2, {"allgather", "-b", "64", "-e", "4K", "-f", "4", "-n", "2", "-w", "0", "--plot", png});
+  EXPECT_EQ(o.exit_code, 0) << describe(o);
+  unsigned char magic[8] = {};
+  FILE* f = fopen(png.c_str(), "rb");
+  ASSERT_NE(f, nullptr) << png << ": " << strerror(errno) << "\n" << describe(o);
+  EXPECT_EQ(fread(magic, 1, 8, f), 8u);
+  fclose(f);
+  EXPECT_EQ(memcmp(magic, "\x89PNG\r\n\x1a\n", 8), 0);
+  unlink(png.c_str());
+  rmdir(dir);
+}
+
+}  // namespace
