@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 
 #include "base/clock.h"
@@ -24,6 +25,7 @@ constexpr int kBlockSliceMs = 5;
 
 Result<std::unique_ptr<ProgressEngine>> ProgressEngine::create(const Options& options) {
   std::unique_ptr<ProgressEngine> e(new ProgressEngine(options));
+  e->yield_mask_ = options.yield_every <= 1 ? 0 : (1u << (31 - __builtin_clz(static_cast<unsigned>(options.yield_every)))) - 1;
   e->epfd_ = epoll_create1(EPOLL_CLOEXEC);
   if (e->epfd_ < 0) return Status::Unavailable("epoll_create1: {}", std::strerror(errno));
   e->wakefd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -115,14 +117,16 @@ Status ProgressEngine::wait(RequestState& req, int64_t deadline_ns) {
   int64_t now = start;
   const int64_t spin_end = options_.busy_poll ? deadline_ns : now + options_.spin_us * 1000ll;
   for (unsigned spins = 0; !req.done() && now < spin_end && now < deadline_ns; ++spins) {
+    // Mostly try the connection the last input came on (one recv() when the reply is there,
+    // instead of epoll_wait() + recv()); every 8th turn polls everything. Measured: median
+    // 8 B send RTT/2 4.9 us vs 5.3 us with epoll_wait() alone (docs/performance.md).
     EventHandler* hot = hot_.load(std::memory_order_relaxed);
-    if (hot != nullptr && (spins & 7) != 7) hot->on_event(EPOLLIN);  // usually where the reply lands
+    if (hot != nullptr && (spins & 7) != 7) hot->on_event(EPOLLIN);
     else poll(0);
-    if ((spins & 3) == 3) {
-      now = now_ns();
-      // On an oversubscribed host the peer we wait for may need this core: let it run.
-      sched_yield();
-    }
+    if ((spins & 3) == 3) now = now_ns();
+    // On an oversubscribed host the peer we wait for may need this core: let it run now
+    // and then (each yield is a system call, so not on every turn).
+    if ((spins & yield_mask_) == yield_mask_) sched_yield();
   }
   while (!req.done() && now < deadline_ns) {
     int64_t left_ms = (deadline_ns - now + 999'999) / 1'000'000;

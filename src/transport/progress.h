@@ -36,6 +36,7 @@ class ProgressEngine {
     int spin_us = 50;
     bool busy_poll = false;
     int tick_ms = 20;  // housekeeping period
+    int yield_every = 4;  // spinning waiters call sched_yield() every this many turns
   };
   static Result<std::unique_ptr<ProgressEngine>> create(const Options& options);
   ~ProgressEngine();
@@ -77,6 +78,7 @@ class ProgressEngine {
   // The handler that last had input: a spinning waiter tries it directly (one recv() instead
   // of epoll_wait() + recv() when the reply it waits for arrives there).
   std::atomic<EventHandler*> hot_{nullptr};
+  unsigned yield_mask_ = 3;
 };
 
 }  // namespace podnet::detail
