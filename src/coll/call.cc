@@ -1,5 +1,7 @@
 #include "coll/call.h"
 
+#include <thread>
+
 #include "base/clock.h"
 #include "coll/comm_impl.h"
 #include "coll/reduce_kernels.h"
@@ -26,8 +28,11 @@ uint64_t Call::signature() const {
 }
 
 uint64_t Call::tag(uint32_t step) const {
-  return kCollBit | (static_cast<uint64_t>(comm_.id()) & 0x1FFFF) << kCommShift |
-         (static_cast<uint64_t>(seq_) & 0x3FFF) << kSeqShift | signature() | (step & 0xFFFF);
+  // Collectives number their calls 1..0x3FFF (wrapping); 0 is point-to-point's, so a call
+  // after a wrap never matches a pending send/recv.
+  uint64_t seq_field = seq_ == 0 ? 0 : (seq_ - 1) % 0x3FFF + 1;
+  return kCollBit | (static_cast<uint64_t>(comm_.id()) & 0x1FFFF) << kCommShift | seq_field << kSeqShift |
+         signature() | (step & 0xFFFF);
 }
 
 std::string Call::describe_signature(uint64_t sig) const {
@@ -35,6 +40,32 @@ std::string Call::describe_signature(uint64_t sig) const {
   auto t = static_cast<DataType>((sig >> kTypeShift) & 0xF);
   auto o = static_cast<ReduceOp>((sig >> kOpShift) & 0x7);
   return fmt::format("{} (type {}, op {})", collective_name(c), dtype_name(t), reduce_op_name(o));
+}
+
+std::string CallInfo::describe() const {
+  return fmt::format("{} seq {} (type {}, op {}, count {}, root {})", collective_name(coll), seq, dtype_name(dtype),
+                     reduce_op_name(op), count, root);
+}
+
+Status Call::explain_timeout(Status timeout) {
+  timeout = fail(timeout);
+  comm_.broadcast_abort(timeout, info());
+  // Every rank stuck in this call times out at about the same moment and says what it is
+  // doing; a short wait collects that.
+  int64_t until = now_ns() + 300'000'000;
+  std::vector<std::pair<int, CallInfo>> others;
+  while (now_ns() < until) {
+    others = comm_.remote_calls();
+    if (static_cast<int>(others.size()) >= size_ - 1) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  std::string mismatched;
+  for (auto& [p, ci] : others)
+    if (!ci.same_call(info())) mismatched += fmt::format("{}rank {} is in {}", mismatched.empty() ? "" : "; ", p, ci.describe());
+  if (mismatched.empty()) return timeout;
+  return fail(Status::InvalidArgument("{} while this rank is in {}: every rank must call the same collectives with "
+                                      "the same arguments",
+                                      mismatched, info().describe()));
 }
 
 Status Call::fail(Status why) const {
@@ -58,11 +89,11 @@ Status Call::wait_recv(Request& r, int peer, size_t expected) {
   for (;;) {
     st = r.wait(kSlice);
     if (st.code() != Code::kTimeout) break;
-    if (Status a = comm_.aborted(); !a.ok()) return fail(a);
+    if (Status a = comm_.check_remote_abort(info()); !a.ok()) return fail(a);
     if (now_ns() > deadline)
-      return fail(Status::Timeout("waited {} ms for rank {}: it has not reached this call (hung, slower, or called "
-                                  "something else)",
-                                  comm_.timeout().count(), peer));
+      return explain_timeout(Status::Timeout("waited {} ms for rank {}: it has not reached this call (hung, slower, "
+                                             "or called something else)",
+                                             comm_.timeout().count(), peer));
   }
   if (st.code() == Code::kInvalidArgument && st.message().find("exceeds the receive buffer") != std::string::npos)
     return fail(Status::InvalidArgument("rank {} sent more data than this rank expects ({} bytes): the ranks "
@@ -92,9 +123,10 @@ Status Call::wait_send(Request& r, int peer) {
   for (;;) {
     Status st = r.wait(kSlice);
     if (st.code() != Code::kTimeout) return st.ok() ? st : fail(st);
-    if (Status a = comm_.aborted(); !a.ok()) return fail(a);
+    if (Status a = comm_.check_remote_abort(info()); !a.ok()) return fail(a);
     if (now_ns() > deadline)
-      return fail(Status::Timeout("sending to rank {} did not complete within {} ms", peer, comm_.timeout().count()));
+      return explain_timeout(
+          Status::Timeout("sending to rank {} did not complete within {} ms", peer, comm_.timeout().count()));
   }
 }
 

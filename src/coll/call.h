@@ -3,7 +3,7 @@
 // into a clear error.
 //
 // Tag layout (64 bits): bit 62 marks a collective message; bits 45..61 communicator id;
-// 31..44 call sequence number; 27..30 collective; 23..26 data type; 20..22 reduce op;
+// 31..44 call sequence number (1..16383 for collectives, 0 for send/recv); 27..30 collective; 23..26 data type; 20..22 reduce op;
 // 16..19 a hash of (count, root); 0..15 the algorithm's step. A receive matches on
 // communicator, sequence and step only, then compares the rest: a peer that called another
 // collective, type, op, count or root is reported, not silently mixed in.
@@ -18,6 +18,21 @@
 namespace podnet::detail {
 
 class CommImpl;
+
+// What a rank is doing, as carried in abort messages so that the other ranks can name a
+// mismatch precisely.
+struct CallInfo {
+  uint32_t seq = 0;
+  Collective coll = Collective::kBarrier;
+  DataType dtype = DataType::kUint8;
+  ReduceOp op = ReduceOp::kSum;
+  uint64_t count = 0;
+  int32_t root = -1;
+  bool same_call(const CallInfo& o) const {
+    return seq == o.seq && coll == o.coll && dtype == o.dtype && op == o.op && count == o.count && root == o.root;
+  }
+  std::string describe() const;
+};
 
 class Call {
  public:
@@ -51,10 +66,14 @@ class Call {
   // "allreduce seq 12 (ring) on rank 3: " + what.
   Status fail(Status why) const;
   void set_algorithm(const char* name) { algo_ = name; }
+  CallInfo info() const { return {seq_, coll_, dtype_, op_, count_, root_}; }
   const char* algorithm() const { return algo_; }
 
  private:
   uint64_t tag(uint32_t step) const;
+  // After a wait timed out: tells the others, gathers what they are doing for a moment, and
+  // names the ranks that are in another call if there are any.
+  Status explain_timeout(Status timeout);
   uint64_t signature() const;
   std::string describe_signature(uint64_t sig) const;
 

@@ -99,9 +99,117 @@ Status CommImpl::aborted() const {
   return aborted_;
 }
 
+namespace {
+// Abort messages carry both top tag bits, which no collective message (bit 62 only) has.
+constexpr uint64_t kAbortTagBase = 3ull << 62;
+constexpr size_t kAbortTextMax = 2048;
+}  // namespace
+
+void CommImpl::arm_abort_listeners() {
+  if (listeners_armed_) return;
+  listeners_armed_ = true;
+  abort_listeners_.resize(size());
+  abort_texts_.resize(size());
+  uint64_t tag = kAbortTagBase | static_cast<uint64_t>(id_);
+  for (int p = 0; p < size(); ++p) {
+    if (p == rank_) continue;
+    auto text = std::make_shared<std::string>(kAbortTextMax, '\0');
+    abort_texts_[p] = text;
+    abort_listeners_[p] = eps_[p]->recv(text->data(), text->size(), tag);
+    // The posted receive outlives this communicator; the callback keeps its buffer alive.
+    abort_listeners_[p].on_complete([text](const Status&) {});
+  }
+}
+
+// Abort payload: the sender's CallInfo (fixed 24 bytes), then the reason as text.
+constexpr size_t kInfoBytes = 24;
+
+void CommImpl::broadcast_abort(const Status& why, const CallInfo& mine) {
+  {
+    std::lock_guard lk(abort_mu_);
+    if (abort_sent_ || !listeners_armed_) return;
+    abort_sent_ = true;
+  }
+  auto text = std::make_shared<std::string>(kInfoBytes, '\0');
+  uint8_t small[4] = {static_cast<uint8_t>(mine.coll), static_cast<uint8_t>(mine.dtype),
+                      static_cast<uint8_t>(mine.op), 1};
+  std::memcpy(text->data(), &mine.seq, 4);
+  std::memcpy(text->data() + 4, small, 4);
+  std::memcpy(text->data() + 8, &mine.count, 8);
+  std::memcpy(text->data() + 16, &mine.root, 4);
+  *text += why.message().substr(0, kAbortTextMax - kInfoBytes);
+  uint64_t tag = kAbortTagBase | static_cast<uint64_t>(id_);
+  for (int p = 0; p < size(); ++p) {
+    if (p == rank_ || !eps_[p]) continue;
+    // Fire and forget: the peers may be gone; the text lives until the send completes.
+    Request r = eps_[p]->send(text->data(), text->size(), tag);
+    r.on_complete([text](const Status&) {});
+  }
+}
+
+namespace {
+bool parse_abort(const std::string& buf, size_t n, CallInfo* info, std::string* text) {
+  if (n < kInfoBytes) return false;
+  uint8_t small[4];
+  std::memcpy(&info->seq, buf.data(), 4);
+  std::memcpy(small, buf.data() + 4, 4);
+  std::memcpy(&info->count, buf.data() + 8, 8);
+  std::memcpy(&info->root, buf.data() + 16, 4);
+  if (small[3] != 1) return false;
+  info->coll = static_cast<Collective>(small[0]);
+  info->dtype = static_cast<DataType>(small[1]);
+  info->op = static_cast<ReduceOp>(small[2]);
+  text->assign(buf.data() + kInfoBytes, n - kInfoBytes);
+  return true;
+}
+}  // namespace
+
+std::vector<std::pair<int, CallInfo>> CommImpl::remote_calls() {
+  std::vector<std::pair<int, CallInfo>> out;
+  for (int p = 0; p < static_cast<int>(abort_listeners_.size()); ++p) {
+    Request& r = abort_listeners_[p];
+    if (!r.valid() || !r.test() || !r.status().ok()) continue;
+    CallInfo ci;
+    std::string text;
+    if (parse_abort(*abort_texts_[p], r.bytes(), &ci, &text)) out.emplace_back(p, ci);
+  }
+  return out;
+}
+
+Status CommImpl::check_remote_abort(const CallInfo& mine) {
+  if (Status a = aborted(); !a.ok()) return a;
+  for (int p = 0; p < static_cast<int>(abort_listeners_.size()); ++p) {
+    Request& r = abort_listeners_[p];
+    if (!r.valid() || !r.done() || !r.status().ok()) continue;
+    CallInfo theirs;
+    std::string text;
+    if (!parse_abort(*abort_texts_[p], r.bytes(), &theirs, &text)) text = "(malformed abort message)";
+    Status st;
+    if (!theirs.same_call(mine))
+      st = Status::InvalidArgument("rank {} is in {} while this rank is in {}: every rank must call the same "
+                                   "collectives with the same arguments (rank {} aborted: {})",
+                                   p, theirs.describe(), mine.describe(), p, text);
+    else
+      st = Status(Code::kCancelled, fmt::format("rank {} aborted the communicator: {}", p, text));
+    std::lock_guard lk(abort_mu_);
+    if (aborted_.ok()) {
+      aborted_ = st;
+      abort_sent_ = true;  // the others heard it from that rank already
+    }
+    return aborted_;
+  }
+  return {};
+}
+
 void CommImpl::abort(const Status& why) {
-  std::lock_guard lk(abort_mu_);
-  if (aborted_.ok()) aborted_ = Status(why.ok() ? Code::kCancelled : why.code(), "aborted: " + why.message());
+  Status st;
+  {
+    std::lock_guard lk(abort_mu_);
+    if (aborted_.ok()) aborted_ = Status(why.ok() ? Code::kCancelled : why.code(), "aborted: " + why.message());
+    st = aborted_;
+  }
+  // Never waits: the peers hear about it through fire-and-forget messages.
+  broadcast_abort(st, CallInfo{});
 }
 
 std::byte* CommImpl::scratch(size_t bytes, int which) {
@@ -117,6 +225,9 @@ const std::string& CommImpl::algo_override(Collective c) const {
 }
 
 Status CommImpl::set_algorithm(Collective c, std::string_view name) {
+  // Calls already queued keep the algorithm they were posted with: every rank changes its
+  // choice at the same point of its call sequence.
+  drain_queue();
   if (name.empty()) {
     overrides_.erase(c);
     return {};
@@ -149,10 +260,16 @@ Status CommImpl::run(Collective c, DataType t, ReduceOp op, size_t count, int ro
     if (!ep.ok()) return ep.status().with_context("{}: connecting to rank {}", collective_name(c), p);
     eps_[p] = std::move(ep).value();
   }
+  arm_abort_listeners();
   Call call(*this, c, t, op, count, root);
   Status st = body(call);
   last_algo_[c] = call.algorithm();
-  if (!st.ok()) PODNET_WARN(kColl, "{}", st.message());
+  if (!st.ok()) {
+    PODNET_WARN(kColl, "{}", st.message());
+    // Tell the other ranks, so that they fail now with this reason instead of waiting for
+    // a timeout (or for data that will never come).
+    if (st.code() != Code::kPeerFailed) broadcast_abort(st, call.info());
+  }
   return st;
 }
 

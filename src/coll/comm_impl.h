@@ -72,6 +72,13 @@ class CommImpl final : public Communicator {
   uint32_t next_p2p_seq(int peer, bool sending) { return ++(sending ? p2p_send_seq_ : p2p_recv_seq_)[peer]; }
   std::chrono::milliseconds timeout() const { return timeout_; }
   Status aborted() const;
+  // Checks for an abort another rank sent (a mismatch it found, say); makes it this
+  // communicator's abort status too.
+  Status check_remote_abort(const CallInfo& mine);
+  // What the ranks that sent an abort said they were doing.
+  std::vector<std::pair<int, CallInfo>> remote_calls();
+  // Tells every other rank (fire and forget) that this communicator is aborted, and why.
+  void broadcast_abort(const Status& why, const CallInfo& mine);
   std::byte* scratch(size_t bytes, int which);
   const std::string& algo_override(Collective c) const;
 
@@ -81,6 +88,7 @@ class CommImpl final : public Communicator {
              const std::function<Status(Call&)>& body);
   Status check_root(const char* what, int root) const;
   Work enqueue(std::function<Status()> fn);
+  void arm_abort_listeners();
   void worker_loop();
   void drain_queue();
 
@@ -99,6 +107,11 @@ class CommImpl final : public Communicator {
 
   mutable std::mutex abort_mu_;
   Status aborted_;
+  // One receive per peer for its abort message (tag bits 62 and 63 both set).
+  std::vector<Request> abort_listeners_;
+  std::vector<std::shared_ptr<std::string>> abort_texts_;
+  bool listeners_armed_ = false;
+  bool abort_sent_ = false;
 
   std::mutex exec_mu_;  // one call executes at a time
   std::mutex q_mu_;
