@@ -90,12 +90,22 @@ Status gather_linear(Call& c, const void* send, void* recv, size_t count, int ro
   const int n = c.size();
   const size_t bytes = count * c.esize();
   if (c.rank() != root) return c.send(root, send, bytes, 0);
+  std::byte* own = B(recv) + root * bytes;
+  // The root's input may lie anywhere in its output (send == recv, say): keep a copy before
+  // the other ranks' blocks land on it.
+  const std::byte* src = B(send);
+  bool overlaps = src < B(recv) + n * bytes && src + bytes > B(recv);
+  if (overlaps && src != own && bytes > 0) {
+    std::byte* tmp = c.scratch(bytes, 0);
+    std::memcpy(tmp, src, bytes);
+    src = tmp;
+  }
   std::vector<Request> rr(n);
   for (int p = 0; p < n; ++p)
     if (p != root) rr[p] = c.irecv(p, B(recv) + p * bytes, bytes, 0);
-  if (B(recv) + root * bytes != send && bytes > 0) std::memcpy(B(recv) + root * bytes, send, bytes);
   for (int p = 0; p < n; ++p)
     if (p != root) PODNET_RETURN_IF_ERROR(c.wait_recv(rr[p], p, bytes));
+  if (src != own && bytes > 0) std::memcpy(own, src, bytes);
   return {};
 }
 
@@ -106,9 +116,10 @@ Status scatter_linear(Call& c, const void* send, void* recv, size_t count, int r
   std::vector<Request> sr(n);
   for (int p = 0; p < n; ++p)
     if (p != root) sr[p] = c.isend(p, B(send) + p * bytes, bytes, 0);
-  if (B(send) + root * bytes != recv && bytes > 0) std::memcpy(recv, B(send) + root * bytes, bytes);
   for (int p = 0; p < n; ++p)
     if (p != root) PODNET_RETURN_IF_ERROR(c.wait_send(sr[p], p));
+  // Only now: the root's output may overlap the blocks it was sending (recv == send).
+  if (B(send) + root * bytes != recv && bytes > 0) std::memmove(recv, B(send) + root * bytes, bytes);
   return {};
 }
 

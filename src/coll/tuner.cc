@@ -14,6 +14,9 @@ const std::vector<std::string_view>& algorithms_for(Collective c) {
   static const std::vector<std::string_view> kBarrier{"dissemination"};
   static const std::vector<std::string_view> kReduce{"binomial"};
   static const std::vector<std::string_view> kLinear{"linear"};
+  static const std::vector<std::string_view> kRing{"ring"};
+  static const std::vector<std::string_view> kPairwise{"pairwise"};
+  static const std::vector<std::string_view> kDirect{"direct"};
   switch (c) {
     case Collective::kAllreduce: return kAllreduce;
     case Collective::kBroadcast: return kBroadcast;
@@ -22,6 +25,9 @@ const std::vector<std::string_view>& algorithms_for(Collective c) {
     case Collective::kAlltoall: return kAlltoall;
     case Collective::kBarrier: return kBarrier;
     case Collective::kReduce: return kReduce;
+    case Collective::kAllgatherv: return kRing;
+    case Collective::kAlltoallv: return kPairwise;
+    case Collective::kSendRecv: return kDirect;
     default: return kLinear;
   }
 }

@@ -1,0 +1,105 @@
+// One collective call, described as data (Case), run on one rank and checked against the
+// reference of reference_coll.h. Every rank of a pod runs the same list of cases in the same
+// order; a rank never skips a call after a failure, so one wrong result does not make the
+// others hang.
+//
+// Variants: kOutOfPlace; kInPlace: send == recv where the API has both (for gather and
+// allgather(v) send points at the caller's own block of recv, for scatter recv points at the
+// root's block of send, as in MPI); kAlias (gather, scatter, allgather(v)): literally
+// send == recv, which the header allows ("`send` may equal `recv` where both exist").
+#pragma once
+
+#include <podnet/coll.h>
+
+#include <atomic>
+#include <string>
+#include <vector>
+
+#include "reference_coll.h"
+
+namespace podnet::testing {
+
+enum class Variant { kOutOfPlace, kInPlace, kAlias };
+
+struct Case {
+  Collective coll = Collective::kAllreduce;
+  std::string algo;  // empty: the tuner picks
+  DataType t = DataType::kFloat32;
+  ReduceOp op = ReduceOp::kSum;
+  size_t count = 0;  // elements per rank (per block for allgather, alltoall, reduce_scatter, ...)
+  int root = 0;      // root; for kSendRecv, the shift minus one (rank r sends to r+root+1)
+  Variant variant = Variant::kOutOfPlace;
+};
+
+inline bool reduces(Collective c) {
+  return c == Collective::kAllreduce || c == Collective::kReduce || c == Collective::kReduceScatter;
+}
+inline bool rooted(Collective c) {
+  return c == Collective::kReduce || c == Collective::kBroadcast || c == Collective::kGather ||
+         c == Collective::kScatter;
+}
+// The variants a collective has.
+inline std::vector<Variant> variants(Collective c) {
+  switch (c) {
+    case Collective::kAllreduce: case Collective::kReduce: case Collective::kReduceScatter:
+    case Collective::kAlltoall: case Collective::kAlltoallv:
+      return {Variant::kOutOfPlace, Variant::kInPlace};
+    case Collective::kAllgather: case Collective::kAllgatherv: case Collective::kGather: case Collective::kScatter:
+      return {Variant::kOutOfPlace, Variant::kInPlace, Variant::kAlias};
+    default:
+      return {Variant::kOutOfPlace};
+  }
+}
+// The algorithms this test expects for a collective (what tuner.cc and the task name).
+inline std::vector<std::string> expected_algorithms(Collective c) {
+  switch (c) {
+    case Collective::kAllreduce: return {"ring", "recursive_doubling", "rabenseifner", "tree", "one_shot"};
+    case Collective::kBroadcast: return {"binomial", "chain"};
+    case Collective::kAllgather: return {"ring", "recursive_doubling", "bruck"};
+    case Collective::kReduceScatter: return {"ring", "recursive_halving"};
+    case Collective::kAlltoall: return {"pairwise", "bruck"};
+    case Collective::kReduce: return {"binomial"};
+    case Collective::kBarrier: return {"dissemination"};
+    case Collective::kGather: case Collective::kScatter: return {"linear"};
+    default: return {};  // allgatherv, alltoallv, send/recv: not forced in the matrix
+  }
+}
+
+inline std::string describe(const Case& k, int n) {
+  std::string s = std::string(collective_name(k.coll)) + "(" + (k.algo.empty() ? "auto" : k.algo) + ")";
+  if (k.coll != Collective::kBarrier) s += " type " + std::string(dtype_name(k.t)) + " count " + std::to_string(k.count);
+  if (reduces(k.coll)) s += " op " + std::string(reduce_op_name(k.op));
+  if (rooted(k.coll)) s += " root " + std::to_string(k.root);
+  if (k.coll == Collective::kSendRecv) s += " shift " + std::to_string(k.root + 1);
+  if (k.variant == Variant::kInPlace) s += " in-place";
+  if (k.variant == Variant::kAlias) s += " send==recv";
+  return s + " n " + std::to_string(n);
+}
+
+// Counts of the v-collectives: unequal, with zeros. allgatherv: rank b contributes
+// vcount(count, b); alltoallv: rank a sends v2count(count, a, b) elements to rank b.
+inline size_t vcount(size_t count, int b) { return b % 3 == 1 ? 0 : count + (b * 5) % 7; }
+inline size_t v2count(size_t count, int a, int b) { return (a + 2 * b) % 3 == 2 ? 0 : count + (a * 3 + b) % 5; }
+// Pattern keys (below 97): block b of a gather; block from a to b of an alltoall; block b
+// of a scatter from root; a broadcast from root.
+inline uint64_t key_gather(int b) { return static_cast<uint64_t>(b) + 1; }
+inline uint64_t key_pair(int a, int b) { return static_cast<uint64_t>(a) * 8 + b + 1; }
+inline uint64_t key_bcast(int root) { return 70 + static_cast<uint64_t>(root); }
+
+constexpr std::byte kJunk{0xA5};
+
+// Runs `k` on this rank and checks what this rank can check. Returns the number of problems
+// (each already reported through gtest).
+size_t run_case(Communicator& c, const Case& k);
+
+// Runs every case in order on every rank of the pod (one thread per rank).
+template <typename PodT>
+size_t run_cases(PodT& pod, const std::vector<Case>& cases) {
+  std::atomic<size_t> problems{0};
+  pod.run([&](int r) {
+    for (const Case& k : cases) problems += run_case(pod.comm(r), k);
+  });
+  return problems.load();
+}
+
+}  // namespace podnet::testing

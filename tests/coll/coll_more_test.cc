@@ -1,0 +1,175 @@
+// Every collective other than allreduce (coll_test.cc) x algorithm x data type x op (where
+// it reduces) x size {0, 1, 7, 4096+3, 1 MiB+5} x root x in-place variant, over world sizes
+// {1, 2, 3, 4, 5, 8}, checked against the reference of reference_coll.h. Algorithms are
+// forced with set_algorithm and checked with last_algorithm.
+//
+// Time: the 1 MiB+5 size runs for a few types (and ops) per algorithm, in place for one of
+// them; every root at the small sizes, the first and the last root at 1 MiB.
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <thread>
+
+#include "coll_cases.h"
+#include "coll_harness.h"
+
+namespace podnet::testing {
+namespace {
+
+// A call that goes wrong fails after 30 s instead of the default two minutes, so one bug
+// does not run the binary into ctest's timeout (the environment may still say otherwise).
+[[maybe_unused]] const bool kTimeoutSet = [] { return ::setenv("PODNET_COLL_TIMEOUT_MS", "30000", 0) == 0; }();
+
+// Every root at the small sizes; the first and the last at 1 MiB.
+std::vector<int> roots_for(int n, size_t count) {
+  std::vector<int> all;
+  if (count <= kBig) {
+    for (int r = 0; r < n; ++r) all.push_back(r);
+  } else {
+    all.push_back(0);
+    if (n > 1) all.push_back(n - 1);
+  }
+  return all;
+}
+
+// The whole matrix of one collective on n ranks.
+std::vector<Case> matrix(Collective c, int n) {
+  std::vector<Case> cases;
+  std::vector<std::string> algos = expected_algorithms(c);
+  if (algos.empty()) algos.push_back("");
+  for (const std::string& algo : algos)
+    for (DataType t : kTypes)
+      for (ReduceOp op : kOps) {
+        if (!reduces(c) && op != ReduceOp::kSum) continue;
+        for (size_t count : kSizes)
+          for (Variant v : variants(c)) {
+            if (count > kBig) {
+              if (reduces(c) ? !big_ok(t, op) : !big_ok(t)) continue;
+              // In place at 1 MiB: for one type per algorithm.
+              if (v != Variant::kOutOfPlace && t != (reduces(c) ? DataType::kFloat32 : DataType::kInt8)) continue;
+            }
+            if (c == Collective::kSendRecv) {
+              for (int s = 0; s < std::max(1, n - 1); ++s) cases.push_back({c, algo, t, op, count, s, v});
+              continue;
+            }
+            for (int root : rooted(c) ? roots_for(n, count) : std::vector<int>{0})
+              cases.push_back({c, algo, t, op, count, root, v});
+          }
+      }
+  return cases;
+}
+
+struct WorldSize : ::testing::TestWithParam<int> {
+  void check(Collective c) {
+    Pod pod(GetParam());
+    auto cases = matrix(c, GetParam());
+    RecordProperty("calls", static_cast<int>(cases.size()));
+    EXPECT_EQ(run_cases(pod, cases), 0u) << cases.size() << " calls of " << collective_name(c);
+  }
+};
+INSTANTIATE_TEST_SUITE_P(Ranks, WorldSize, ::testing::Values(1, 2, 3, 4, 5, 8));
+
+TEST_P(WorldSize, ReduceEveryRootTypeOpSize) { check(Collective::kReduce); }
+TEST_P(WorldSize, BroadcastEveryAlgorithmTypeSize) { check(Collective::kBroadcast); }
+TEST_P(WorldSize, AllgatherEveryAlgorithmTypeSize) { check(Collective::kAllgather); }
+TEST_P(WorldSize, AllgathervUnequalCounts) { check(Collective::kAllgatherv); }
+TEST_P(WorldSize, ReduceScatterEveryAlgorithmTypeOpSize) { check(Collective::kReduceScatter); }
+TEST_P(WorldSize, AlltoallEveryAlgorithmTypeSize) { check(Collective::kAlltoall); }
+TEST_P(WorldSize, AlltoallvUnequalCounts) { check(Collective::kAlltoallv); }
+TEST_P(WorldSize, GatherEveryRootTypeSize) { check(Collective::kGather); }
+TEST_P(WorldSize, ScatterEveryRootTypeSize) { check(Collective::kScatter); }
+TEST_P(WorldSize, SendRecvEveryPairTypeSize) { check(Collective::kSendRecv); }
+
+// Nobody leaves a barrier before the last rank has arrived: one rank per round arrives late.
+TEST_P(WorldSize, BarrierWaitsForTheLastRank) {
+  const int n = GetParam();
+  Pod pod(n);
+  constexpr int kRounds = 12;
+  std::atomic<int> arrived{0};
+  pod.run([&](int r) {
+    ASSERT_TRUE(pod.comm(r).set_algorithm(Collective::kBarrier, "dissemination").ok());
+    for (int round = 0; round < kRounds; ++round) {
+      if (r == round % n) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      arrived.fetch_add(1);
+      Status st = pod.comm(r).barrier();
+      EXPECT_TRUE(st.ok()) << "round " << round << " rank " << r << ": " << st.to_string();
+      EXPECT_GE(arrived.load(), n * (round + 1)) << "rank " << r << " left barrier " << round << " early";
+      EXPECT_EQ(pod.comm(r).last_algorithm(Collective::kBarrier), "dissemination");
+      // Keep the next round's early arrivals from hiding a late leaver of this one.
+      Status st2 = pod.comm(r).barrier();
+      EXPECT_TRUE(st2.ok()) << st2.to_string();
+    }
+  });
+}
+
+// Literal send == recv at the root of gather and scatter, made deterministic. Gather: the
+// root calls late, so rank 0's block is already waiting when the root posts its receives
+// (into recv, which is also where the root's own block is). Scatter: rank 0 calls late and
+// the blocks are above the transport's eager limit (64 KiB), so the root's send of block 0
+// is still pending when the root copies its own block into recv (which is block 0).
+TEST(CollInPlace, GatherSendEqualsRecvAtRoot) {
+  for (int n : {2, 3}) {
+    Pod pod(n);
+    std::atomic<size_t> problems{0};
+    pod.run([&](int r) {
+      if (r == n - 1) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      problems += run_case(pod.comm(r), {Collective::kGather, "linear", DataType::kInt32, ReduceOp::kSum, 4, n - 1,
+                                         Variant::kAlias});
+    });
+    EXPECT_EQ(problems.load(), 0u) << "gather(send == recv) at root " << n - 1 << " of " << n;
+  }
+}
+
+TEST(CollInPlace, ScatterRecvEqualsSendAtRoot) {
+  for (int n : {2, 3}) {
+    Pod pod(n);
+    std::atomic<size_t> problems{0};
+    pod.run([&](int r) {
+      if (r == 0) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      problems += run_case(pod.comm(r), {Collective::kScatter, "linear", DataType::kInt32, ReduceOp::kSum, 20000,
+                                         n - 1, Variant::kAlias});
+    });
+    EXPECT_EQ(problems.load(), 0u) << "scatter(recv == send) at root " << n - 1 << " of " << n;
+  }
+}
+
+// set_algorithm's error lists the algorithms; each one it accepts is what last_algorithm
+// then reports.
+TEST(CollAlgorithmNames, ListedForcedAndReported) {
+  const int n = 3;
+  Pod pod(n);
+  const Collective all[] = {Collective::kAllreduce,  Collective::kReduce,        Collective::kBroadcast,
+                            Collective::kAllgather,  Collective::kAllgatherv,    Collective::kReduceScatter,
+                            Collective::kAlltoall,   Collective::kAlltoallv,     Collective::kGather,
+                            Collective::kScatter,    Collective::kBarrier,       Collective::kSendRecv};
+  for (Collective c : all) {
+    Status bad = pod.comm(0).set_algorithm(c, "no_such_algorithm");
+    ASSERT_EQ(bad.code(), Code::kInvalidArgument) << collective_name(c);
+    const std::string& m = bad.message();
+    auto open = m.find("(available: ");
+    ASSERT_NE(open, std::string::npos) << m;
+    std::vector<std::string> listed;
+    std::string rest = m.substr(open + 12, m.find(')', open) - open - 12);
+    for (size_t p = 0; p <= rest.size();) {
+      size_t q = std::min(rest.find(", ", p), rest.size());
+      listed.push_back(rest.substr(p, q - p));
+      p = q + 2;
+    }
+    auto want = expected_algorithms(c);
+    if (!want.empty()) {
+      EXPECT_EQ(listed, want) << collective_name(c);
+    }
+    for (const std::string& algo : listed) {
+      Case k{c, algo, DataType::kInt32, ReduceOp::kSum, 5, 1, Variant::kOutOfPlace};
+      // run_case checks last_algorithm against the forced name.
+      EXPECT_EQ(run_cases(pod, {k}), 0u) << collective_name(c) << " forced to '" << algo << "'";
+    }
+  }
+  // Empty: back to the tuner.
+  Case k{Collective::kAllgather, "", DataType::kInt32, ReduceOp::kSum, 5, 0, Variant::kOutOfPlace};
+  EXPECT_EQ(run_cases(pod, {k}), 0u);
+}
+
+}  // namespace
+}  // namespace podnet::testing
