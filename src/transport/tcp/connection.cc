@@ -27,7 +27,6 @@ constexpr size_t kRxBufSize = 64 * 1024;
 constexpr uint64_t kDirectMin = 8 * 1024;
 constexpr int kMaxIov = 64;
 constexpr int kReadBudget = 32;
-constexpr uint64_t kLowatMax = 128 * 1024;
 }  // namespace
 
 Connection::Connection(TcpTransport* transport, bool outgoing, int stream)
@@ -271,12 +270,6 @@ void Connection::flush() {
   }
 }
 
-void Connection::set_rcvlowat(int bytes) {
-  // Measured (docs/performance.md): 4 MiB writes 50 vs 40.5 Gb/s mean of four runs each.
-  if (bytes == rcvlowat_) return;
-  if (setsockopt(fd_, SOL_SOCKET, SO_RCVLOWAT, &bytes, sizeof bytes) == 0) rcvlowat_ = bytes;
-}
-
 void Connection::reap_zerocopy() {
   // Completions arrive on the socket's error queue as ranges [lo, hi] of send ids; TCP
   // completes them in order, so the highest hi covers everything before it.
@@ -363,15 +356,8 @@ void Connection::read_ready() {
       if (r > 0) {
         sink_.dst += r;
         payload_left_ -= static_cast<uint64_t>(r);
-        if (payload_left_ == 0) {
-          set_rcvlowat(1);
-          finish_payload();
-        } else {
-          drained = true;  // a short read: the socket is (momentarily) empty
-          // Be woken again only when a good piece of the rest is there: fewer wake-ups
-          // and larger copies per recv().
-          set_rcvlowat(static_cast<int>(std::min<uint64_t>(payload_left_, kLowatMax)));
-        }
+        if (payload_left_ == 0) finish_payload();
+        else drained = true;  // a short read: the socket is (momentarily) empty
       }
     } else {
       if (rx_begin_ > 0) {
