@@ -238,6 +238,7 @@ Status CommImpl::set_algorithm(Collective c, std::string_view name) {
 }
 
 std::string CommImpl::last_algorithm(Collective c) const {
+  std::lock_guard lk(algo_mu_);
   auto it = last_algo_.find(c);
   return it == last_algo_.end() ? "" : it->second;
 }
@@ -263,7 +264,10 @@ Status CommImpl::run(Collective c, DataType t, ReduceOp op, size_t count, int ro
   arm_abort_listeners();
   Call call(*this, c, t, op, count, root);
   Status st = body(call);
-  last_algo_[c] = call.algorithm();
+  {
+    std::lock_guard lk(algo_mu_);
+    last_algo_[c] = call.algorithm();
+  }
   if (!st.ok()) {
     PODNET_WARN(kColl, "{}", st.message());
     // Tell the other ranks, so that they fail now with this reason instead of waiting for

@@ -103,6 +103,7 @@ class CommImpl final : public Communicator {
   std::vector<uint32_t> p2p_send_seq_, p2p_recv_seq_;
   std::vector<std::vector<std::byte>> scratch_;
   std::map<Collective, std::string> overrides_;
+  mutable std::mutex algo_mu_;  // last_algo_ is written by the worker, read by the user
   std::map<Collective, std::string> last_algo_;
 
   mutable std::mutex abort_mu_;
