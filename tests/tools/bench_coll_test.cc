@@ -27,71 +27,11 @@
 #include <string>
 #include <vector>
 
+#include "process.h"
+
 namespace {
 
-struct Outcome {
-  int exit_code = -1;  // -1 when killed by a signal
-  std::string out, err;
-};
-
-// Runs `program args...` with stdout and stderr captured; SIGKILLed past `limit_s`.
-Outcome run_program(const std::string& program, const std::vector<std::string>& args, double limit_s = 60) {
-  Outcome o;
-  int out_pipe[2], err_pipe[2];
-  if (pipe2(out_pipe, O_CLOEXEC) != 0 || pipe2(err_pipe, O_CLOEXEC) != 0) {
-    ADD_FAILURE() << "pipe2: " << strerror(errno);
-    return o;
-  }
-  std::vector<std::string> argv_s{program};
-  argv_s.insert(argv_s.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (auto& a : argv_s) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  const auto start = std::chrono::steady_clock::now();
-  pid_t pid = fork();
-  if (pid == 0) {
-    dup2(out_pipe[1], 1);
-    dup2(err_pipe[1], 2);
-    execvp(program.c_str(), argv.data());
-    _exit(127);
-  }
-  close(out_pipe[1]);
-  close(err_pipe[1]);
-  bool out_open = true, err_open = true, killed = false;
-  while (out_open || err_open) {
-    pollfd fds[2] = {{out_open ? out_pipe[0] : -1, POLLIN, 0}, {err_open ? err_pipe[0] : -1, POLLIN, 0}};
-    poll(fds, 2, 50);
-    char buf[65536];
-    for (int i = 0; i < 2; ++i) {
-      if (fds[i].revents == 0) continue;
-      ssize_t n = read(i == 0 ? out_pipe[0] : err_pipe[0], buf, sizeof buf);
-      if (n > 0) (i == 0 ? o.out : o.err).append(buf, static_cast<size_t>(n));
-      else (i == 0 ? out_open : err_open) = false;
-    }
-    double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (!killed && t > limit_s) {
-      ADD_FAILURE() << program << " still running after " << limit_s << " s; killing it";
-      kill(pid, SIGKILL);
-      killed = true;
-    }
-  }
-  close(out_pipe[0]);
-  close(err_pipe[0]);
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  if (WIFEXITED(status)) o.exit_code = WEXITSTATUS(status);
-  return o;
-}
-
-std::string podnet_bin() {
-  const char* v = getenv("PODNET_BIN");
-  return v != nullptr ? v : "podnet";
-}
-
-std::string describe(const Outcome& o) {
-  return "exit " + std::to_string(o.exit_code) + "\n--- stdout:\n" + o.out + "--- stderr:\n" + o.err;
-}
+using namespace podnet::testing;
 
 // `podnet run -n N -- podnet bench coll ARGS...`
 Outcome bench(int nranks, const std::vector<std::string>& args) {

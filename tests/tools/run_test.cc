@@ -26,16 +26,11 @@
 
 extern char** environ;
 
+#include "process.h"
+
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-struct Outcome {
-  int exit_code = -1;    // -1 when killed by a signal
-  int term_signal = 0;
-  std::string out, err;
-  double seconds = 0;
-};
+using namespace podnet::testing;
 
 std::vector<std::string> lines_of(const std::string& text) {
   std::vector<std::string> lines;
@@ -50,91 +45,15 @@ std::vector<std::string> sorted_lines(const std::string& text) {
   return lines;
 }
 
-// Called with the launcher's pid and its stdout so far, whenever more stdout arrives.
+// Called with the launcher's pid and its stdout so far while it runs.
 using OnOutput = std::function<void(pid_t, const std::string&)>;
 
-// Runs `program args...` with stdout and stderr captured. A run past `limit_s` is killed
-// and fails the test, so a launcher that hangs cannot hang the suite.
-Outcome run_program(const std::string& program, const std::vector<std::string>& args,
-                    const std::vector<std::string>& extra_env = {}, const OnOutput& on_output = {},
-                    double limit_s = 20) {
-  Outcome o;
-  int out_pipe[2], err_pipe[2];
-  if (pipe2(out_pipe, O_CLOEXEC) != 0 || pipe2(err_pipe, O_CLOEXEC) != 0) {
-    ADD_FAILURE() << "pipe2: " << strerror(errno);
-    return o;
-  }
-  std::vector<std::string> argv_s{program};
-  argv_s.insert(argv_s.end(), args.begin(), args.end());
-  std::vector<std::string> env_s;
-  for (char** e = environ; *e != nullptr; ++e) env_s.emplace_back(*e);
-  env_s.insert(env_s.end(), extra_env.begin(), extra_env.end());
-  std::vector<char*> argv, envp;
-  for (auto& a : argv_s) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  for (auto& e : env_s) envp.push_back(e.data());
-  envp.push_back(nullptr);
-
-  const auto start = Clock::now();
-  pid_t pid = fork();
-  if (pid == 0) {
-    dup2(out_pipe[1], 1);
-    dup2(err_pipe[1], 2);
-    execvpe(program.c_str(), argv.data(), envp.data());
-    _exit(127);
-  }
-  close(out_pipe[1]);
-  close(err_pipe[1]);
-  bool out_open = true, err_open = true;
-  bool killed = false;
-  while (out_open || err_open) {
-    pollfd fds[2] = {{out_open ? out_pipe[0] : -1, POLLIN, 0}, {err_open ? err_pipe[0] : -1, POLLIN, 0}};
-    poll(fds, 2, 100);
-    char buf[65536];
-    if (fds[0].revents != 0) {
-      ssize_t n = read(out_pipe[0], buf, sizeof buf);
-      if (n > 0) {
-        o.out.append(buf, static_cast<size_t>(n));
-        if (on_output) on_output(pid, o.out);
-      } else {
-        out_open = false;
-      }
-    }
-    if (fds[1].revents != 0) {
-      ssize_t n = read(err_pipe[0], buf, sizeof buf);
-      if (n > 0) o.err.append(buf, static_cast<size_t>(n));
-      else err_open = false;
-    }
-    if (!killed && std::chrono::duration<double>(Clock::now() - start).count() > limit_s) {
-      ADD_FAILURE() << program << " still running after " << limit_s << " s; killing it";
-      kill(pid, SIGKILL);
-      killed = true;
-    }
-  }
-  close(out_pipe[0]);
-  close(err_pipe[0]);
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  o.seconds = std::chrono::duration<double>(Clock::now() - start).count();
-  if (WIFEXITED(status)) o.exit_code = WEXITSTATUS(status);
-  if (WIFSIGNALED(status)) o.term_signal = WTERMSIG(status);
-  return o;
-}
-
-std::string podnet_bin() {
-  const char* bin = getenv("PODNET_BIN");
-  return bin != nullptr ? bin : "podnet";
-}
-
 Outcome podnet(const std::vector<std::string>& args, const OnOutput& on_output = {}) {
-  return run_program(podnet_bin(), args, {}, on_output);
+  OnTick tick;
+  if (on_output) tick = [on_output](pid_t pid, const Outcome& o, double) { on_output(pid, o.out); };
+  return run_program(podnet_bin(), args, {}, tick, 20);
 }
 
-std::string describe(const Outcome& o) {
-  return "exit " + std::to_string(o.exit_code) + " signal " + std::to_string(o.term_signal) + " after " +
-         std::to_string(o.seconds) + " s\n--- stdout:\n" + o.out + "--- stderr:\n" + o.err;
-}
 
 // A directory where ranks leave their pids, to check afterwards that none survived.
 class PidDir {
