@@ -29,6 +29,19 @@ constexpr int kMaxIov = 64;
 constexpr int kReadBudget = 32;
 }  // namespace
 
+namespace {
+// A frame whose payload is text the queue owns (hello, error replies).
+std::unique_ptr<TxItem> text_item(FrameHeader h, std::string text) {
+  h.length = text.size();
+  auto item = std::make_unique<TxItem>();
+  encode_header(h, item->hdr);
+  item->owned = std::make_shared<std::string>(std::move(text));
+  item->payload = reinterpret_cast<const std::byte*>(item->owned->data());
+  item->length = item->owned->size();
+  return item;
+}
+}  // namespace
+
 Connection::Connection(TcpTransport* transport, bool outgoing, int stream)
     : transport_(transport), outgoing_(outgoing), stream_(stream),
       state_(outgoing ? State::kConnecting : State::kHandshake), rxbuf_(kRxBufSize) {}
@@ -123,16 +136,9 @@ void Connection::on_connected() {
   handshake_deadline_ns_ = connect_deadline_ns_;
   last_rx_ns_.store(now_ns());
   // The hello goes first, ahead of anything already queued.
-  std::string body = transport_->hello_body(stream_, endpoint());
   FrameHeader h;
   h.type = FrameType::kHello;
-  h.length = body.size();
-  auto item = std::make_unique<TxItem>();
-  encode_header(h, item->hdr);
-  item->owned = std::make_shared<std::string>(std::move(body));
-  item->payload = reinterpret_cast<const std::byte*>(item->owned->data());
-  item->length = item->owned->size();
-  txq_.push_front(std::move(item));
+  txq_.push_front(text_item(h, transport_->hello_body(stream_, endpoint())));
   transport_->engine().modify(fd_, EPOLLIN, this);
   want_out_ = false;
   flush();
@@ -165,13 +171,7 @@ void Connection::post(const FrameHeader& h, const void* payload, size_t len,
 void Connection::post_text(FrameHeader h, std::string text) {
   std::lock_guard tx(tx_mu_);
   if (state_.load() == State::kClosed) return;
-  h.length = text.size();
-  auto item = std::make_unique<TxItem>();
-  encode_header(h, item->hdr);
-  item->owned = std::make_shared<std::string>(std::move(text));
-  item->payload = reinterpret_cast<const std::byte*>(item->owned->data());
-  item->length = item->owned->size();
-  txq_.push_back(std::move(item));
+  txq_.push_back(text_item(h, std::move(text)));
   flush();
 }
 
