@@ -29,7 +29,7 @@ done
 packages=(
   g++ cmake ninja-build pkg-config
   libgtest-dev libgmock-dev libfmt-dev nlohmann-json3-dev libcli11-dev
-  iperf3 sockperf openmpi-bin libopenmpi-dev gnuplot-nox
+  iperf3 sockperf openmpi-bin libopenmpi-dev libgloo-dev gnuplot-nox
   python3 iproute2 procps
 )
 

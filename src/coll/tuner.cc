@@ -1,6 +1,15 @@
 #include "coll/tuner.h"
 
 #include <algorithm>
+#include <fstream>
+#include <optional>
+#include <mutex>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "base/config.h"
+#include "base/log.h"
 
 namespace podnet::detail {
 
@@ -32,7 +41,82 @@ const std::vector<std::string_view>& algorithms_for(Collective c) {
   }
 }
 
+namespace {
+Result<Collective> collective_by_name(std::string_view name) {
+  for (int i = 1; i <= static_cast<int>(Collective::kSendRecv); ++i)
+    if (collective_name(static_cast<Collective>(i)) == name) return static_cast<Collective>(i);
+  return Status::InvalidArgument("unknown collective '{}'", name);
+}
+}  // namespace
+
+Result<TuneTable> parse_tune_table(std::string_view text) {
+  auto j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) return Status::InvalidArgument("tuner table is not a JSON object");
+  TuneTable t;
+  if (!j.contains("nranks") || !j["nranks"].is_number_integer() || !j.contains("entries") || !j["entries"].is_array())
+    return Status::InvalidArgument("tuner table needs \"nranks\" (integer) and \"entries\" (array)");
+  t.nranks = j["nranks"].get<int>();
+  for (const auto& e : j["entries"]) {
+    if (!e.is_object() || !e.contains("collective") || !e["collective"].is_string() || !e.contains("max_bytes") ||
+        !e["max_bytes"].is_number_unsigned() || !e.contains("algorithm") || !e["algorithm"].is_string())
+      return Status::InvalidArgument("tuner entry {} lacks collective, max_bytes or algorithm", e.dump());
+    PODNET_ASSIGN_OR_RETURN(Collective c, collective_by_name(e["collective"].get<std::string>()));
+    std::string algo = e["algorithm"].get<std::string>();
+    PODNET_RETURN_IF_ERROR(validate_algorithm(c, algo));
+    t.entries.push_back({c, e["max_bytes"].get<uint64_t>(), algo});
+  }
+  std::stable_sort(t.entries.begin(), t.entries.end(), [](const TuneEntry& a, const TuneEntry& b) {
+    return a.coll != b.coll ? a.coll < b.coll : a.max_bytes < b.max_bytes;
+  });
+  return t;
+}
+
+std::string format_tune_table(const TuneTable& t) {
+  nlohmann::json j;
+  j["version"] = 1;
+  j["nranks"] = t.nranks;
+  j["entries"] = nlohmann::json::array();
+  for (const auto& e : t.entries)
+    j["entries"].push_back({{"collective", collective_name(e.coll)}, {"max_bytes", e.max_bytes},
+                            {"algorithm", e.algorithm}});
+  return j.dump(2) + "\n";
+}
+
+const TuneTable* loaded_tune_table() {
+  static std::once_flag once;
+  static std::optional<TuneTable> table;
+  std::call_once(once, [] {
+    const std::string& path = config().tuner_file;
+    if (path.empty()) return;
+    std::ifstream in(path);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    if (!in) {
+      PODNET_WARN(kColl, "PODNET_TUNER_FILE='{}' cannot be read; using the built-in table", path);
+      return;
+    }
+    auto t = parse_tune_table(ss.str());
+    if (!t.ok()) {
+      PODNET_WARN(kColl, "PODNET_TUNER_FILE='{}': {}; using the built-in table", path, t.status().message());
+      return;
+    }
+    table = std::move(t).value();
+    PODNET_INFO(kColl, "tuner table {} ({} entries, measured on {} ranks)", path, table->entries.size(),
+                table->nranks);
+  });
+  return table ? &*table : nullptr;
+}
+
 std::string_view choose_algorithm(Collective c, size_t bytes, int n) {
+  if (const TuneTable* t = loaded_tune_table(); t != nullptr && t->nranks == n) {
+    const TuneEntry* last = nullptr;
+    for (const auto& e : t->entries) {
+      if (e.coll != c) continue;
+      last = &e;
+      if (bytes <= e.max_bytes) return e.algorithm;
+    }
+    if (last != nullptr) return last->algorithm;  // larger than anything measured
+  }
   // Measured on loopback TCP (bench/coll notes): latency-bound sizes want few dependent
   // rounds; bandwidth-bound sizes want every byte to cross each link about once.
   switch (c) {

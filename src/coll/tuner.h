@@ -18,4 +18,22 @@ std::string_view choose_algorithm(Collective c, size_t bytes, int nranks);
 // Checks an override; the error lists the valid names.
 Status validate_algorithm(Collective c, std::string_view name);
 
+// A measured table (`podnet tune`): for each collective, the fastest algorithm up to each
+// size (bytes as choose_algorithm() sees them). Used instead of the built-in rules when it
+// was measured with the same number of ranks.
+struct TuneEntry {
+  Collective coll;
+  uint64_t max_bytes;
+  std::string algorithm;
+};
+struct TuneTable {
+  int nranks = 0;
+  std::vector<TuneEntry> entries;  // per collective, by increasing max_bytes
+};
+Result<TuneTable> parse_tune_table(std::string_view json);
+std::string format_tune_table(const TuneTable& t);
+// Loads PODNET_TUNER_FILE once per process; an unreadable or malformed file is logged and
+// ignored (the built-in table is used).
+const TuneTable* loaded_tune_table();
+
 }  // namespace podnet::detail

@@ -17,6 +17,7 @@ int main(int argc, char** argv) {
   podnet::tool::add_run_command(app);
   podnet::tool::add_doctor_command(app);
   podnet::tool::add_bench_command(app);
+  podnet::tool::add_tune_command(app);
   CLI11_PARSE(app, argc, argv);
   return podnet::tool::g_exit_code;
 }

@@ -1,0 +1,279 @@
+#!/usr/bin/env bash
+# Side-by-side, on loopback only: podnet bench coll against Open MPI (forced to TCP) and Gloo
+# (TCP transport) for allreduce, allgather, broadcast and alltoall with 2 and 4 ranks; prints
+# per size the times, the best anchor and best_anchor/podnet ratios against targets.
+# See bench/README.md. Run with --help for the options.
+set -euo pipefail
+
+usage() {
+  cat <<'USAGE'
+Usage: bench/compare_coll.sh [OPTIONS]
+
+Compares podnet's collectives with Open MPI and Gloo on 127.0.0.1, float32, out of place:
+  podnet:   podnet run -n N -- podnet bench coll COLL -b MIN -e MAX -f 4 --json -n ITERS -w W -c 0
+  Open MPI: mpirun -n N --mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include lo
+            mpi_coll_bench (bench/anchors/mpi_coll_bench.cc, built with mpicxx -O2)
+  Gloo:     N processes of gloo_coll_bench (bench/anchors/gloo_coll_bench.cc, -lgloo), TCP on
+            127.0.0.1; allreduce runs both AllreduceRingChunked and AllreduceHalvingDoubling
+Sizes: 8 B, x4 up to 512 KiB (--iters timed calls), then 1 MiB, x4 up to --max (--big-iters).
+ratio = best anchor time / podnet time (> 1: podnet faster). Targets, per row:
+  ratio >= 1.0 at every size; ratio >= 1.3 at >= 1 MiB; 8 B allreduce: podnet <= 0.8 x Open MPI.
+
+Options:
+  --ranks "LIST"     rank counts (default "2 4")
+  --max SIZE         largest size, K/M/G binary suffixes (default 256M)
+  --colls "LIST"     collectives (default "allreduce allgather broadcast alltoall")
+  --iters N          timed calls per size below 1 MiB (default 20); warm-up: --warmup (5)
+  --big-iters N      timed calls per size from 1 MiB (default 5); warm-up: --big-warmup (1)
+  --no-gloo          skip Gloo; --no-mpi: skip Open MPI
+  --json FILE        also write every measurement and the table as JSON to FILE
+  --podnet PATH      podnet binary (default: $PODNET, else build/tools/podnet/podnet, else PATH);
+                     copied to a temporary directory first
+  -h, --help         show this help
+
+Needs python3, mpicxx/mpirun (Debian libopenmpi-dev, openmpi-bin), g++ and libgloo-dev.
+Exit status: 0 when everything ran (targets met or not: this is a report); 1 on an error;
+2 on bad arguments.
+USAGE
+}
+
+die() { echo "compare_coll.sh: $*" >&2; exit 1; }
+
+ranks_list="2 4"; max_arg=256M; colls="allreduce allgather broadcast alltoall"
+iters=20; warmup=5; big_iters=5; big_warmup=1; json_out=""; podnet_arg="${PODNET:-}"
+use_gloo=1; use_mpi=1
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --ranks) ranks_list="$2"; shift 2 ;;
+    --max) max_arg="$2"; shift 2 ;;
+    --colls) colls="$2"; shift 2 ;;
+    --iters) iters="$2"; shift 2 ;;
+    --warmup) warmup="$2"; shift 2 ;;
+    --big-iters) big_iters="$2"; shift 2 ;;
+    --big-warmup) big_warmup="$2"; shift 2 ;;
+    --json) json_out="$2"; shift 2 ;;
+    --podnet) podnet_arg="$2"; shift 2 ;;
+    --no-gloo) use_gloo=0; shift ;;
+    --no-mpi) use_mpi=0; shift ;;
+    -h|--help) usage; exit 0 ;;
+    *) echo "unknown option: $1" >&2; usage >&2; exit 2 ;;
+  esac
+done
+
+to_bytes() {
+  local v="$1" m=1
+  case "$v" in
+    *[Kk]) m=1024; v=${v%?} ;; *[Mm]) m=$((1024 * 1024)); v=${v%?} ;;
+    *[Gg]) m=$((1024 * 1024 * 1024)); v=${v%?} ;;
+  esac
+  [[ "$v" =~ ^[0-9]+$ ]] || { echo "bad size: $1" >&2; exit 2; }
+  echo $((v * m))
+}
+max=$(to_bytes "$max_arg")
+for c in $colls; do
+  case "$c" in allreduce|allgather|broadcast|alltoall) ;; *) echo "bad collective $c" >&2; exit 2 ;; esac
+done
+for n in $ranks_list; do [[ "$n" =~ ^[0-9]+$ && $n -ge 2 ]] || { echo "bad rank count $n" >&2; exit 2; }; done
+
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/.." && pwd)
+if [[ -z "$podnet_arg" ]]; then
+  if [[ -x "$root/build/tools/podnet/podnet" ]]; then podnet_arg="$root/build/tools/podnet/podnet"
+  else podnet_arg=$(command -v podnet) || die "podnet not found (build it or pass --podnet)"; fi
+fi
+command -v python3 >/dev/null || die "python3 missing (Debian package python3)"
+if [[ $use_mpi -eq 1 ]]; then
+  command -v mpicxx >/dev/null || die "mpicxx missing (Debian package libopenmpi-dev)"
+  command -v mpirun >/dev/null || die "mpirun missing (Debian package openmpi-bin)"
+fi
+if [[ $use_gloo -eq 1 && ! -f /usr/include/gloo/allreduce_ring_chunked.h ]]; then
+  die "Gloo headers missing (Debian package libgloo-dev), or pass --no-gloo"
+fi
+
+# ---- temporary directory, background ranks, cleanup ------------------------------------
+work=$(mktemp -d "${TMPDIR:-/tmp}/compare_coll.XXXXXX")
+bg_pids=()
+# shellcheck disable=SC2317  # invoked by the trap
+cleanup() {
+  local pid
+  for pid in "${bg_pids[@]+"${bg_pids[@]}"}"; do kill -TERM "$pid" 2>/dev/null || true; done
+  for pid in "${bg_pids[@]+"${bg_pids[@]}"}"; do
+    kill -KILL "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true
+  done
+  bg_pids=()
+  rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+podnet="$work/podnet"
+cp "$podnet_arg" "$podnet" || die "cannot copy $podnet_arg"
+chmod +x "$podnet"
+if [[ $use_mpi -eq 1 ]]; then
+  mpicxx -O2 -std=c++17 -o "$work/mpi_coll_bench" "$here/anchors/mpi_coll_bench.cc" \
+    || die "building mpi_coll_bench failed"
+fi
+if [[ $use_gloo -eq 1 ]]; then
+  g++ -O2 -std=c++17 -o "$work/gloo_coll_bench" "$here/anchors/gloo_coll_bench.cc" -lgloo -pthread \
+    || die "building gloo_coll_bench failed"
+fi
+
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+raw="$work/raw.jsonl"   # one line per measurement: {"tool", "ranks", "coll", "algo", "bytes", "time_us"}
+: >"$raw"
+
+# Size ranges: (min max iters warmup); sizes below 1 MiB step x4 from 8, then 1 MiB x4.
+small_max=$((512 * 1024)); big_min=$((1024 * 1024))
+ranges=()
+ranges+=("8 $((max < small_max ? max : small_max)) $iters $warmup")
+[[ $max -ge $big_min ]] && ranges+=("$big_min $max $big_iters $big_warmup")
+
+run_podnet() {  # N COLL MIN MAX ITERS WARM
+  local n=$1 c=$2 out="$work/podnet.out"
+  if ! timeout 900 "$podnet" run -n "$n" --timeout 800 --env PODNET_IFNAME=lo -- \
+      "$podnet" bench coll "$c" -b "$3" -e "$4" -f 4 --json -n "$5" -w "$6" -c 0 \
+      >"$out" 2>"$out.err"; then
+    tail -20 "$out" "$out.err" >&2; die "podnet bench coll $c -n $n failed"
+  fi
+  python3 - "$out" "$n" >>"$raw" <<'PY'
+import json, sys
+lines = [l for l in open(sys.argv[1])]
+if any(l.startswith("[0] ") for l in lines):
+    lines = [l[4:] for l in lines if l.startswith("[0] ")]
+rep = json.loads("".join(lines))
+for r in rep["results"]:
+    print(json.dumps({"tool": "podnet", "ranks": int(sys.argv[2]), "coll": r["collective"],
+                      "algo": r.get("algorithm", ""), "bytes": r["size"],
+                      "time_us": r["out_of_place"]["time_us"]}))
+PY
+}
+
+run_mpi() {  # N COLL MIN MAX ITERS WARM
+  local n=$1 out="$work/mpi.out"
+  if ! timeout 900 mpirun -n "$n" --allow-run-as-root --oversubscribe --bind-to none \
+      --mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo \
+      "$work/mpi_coll_bench" "$2" "$3" "$4" 4 "$5" "$6" >"$out" 2>"$out.err"; then
+    tail -20 "$out" "$out.err" >&2; die "mpi_coll_bench $2 -n $n failed"
+  fi
+  python3 -c '
+import json, sys
+for l in open(sys.argv[1]):
+    if l.startswith("{"):
+        d = json.loads(l)
+        print(json.dumps({"tool": "mpi", "ranks": d["ranks"], "coll": d["coll"], "algo": "",
+                          "bytes": d["bytes"], "time_us": d["time_us"]}))' "$out" >>"$raw"
+}
+
+run_gloo() {  # N ALGO MIN MAX ITERS WARM
+  local n=$1 r rc=0 store pid out="$work/gloo.out"
+  store=$(mktemp -d "$work/store.XXXXXX")
+  bg_pids=()
+  for ((r = 0; r < n; r++)); do
+    timeout 900 "$work/gloo_coll_bench" "$r" "$n" "$store" "$2" "$3" "$4" 4 "$5" "$6" \
+      >"$out.$r" 2>"$out.$r.err" &
+    bg_pids+=($!)
+  done
+  for pid in "${bg_pids[@]}"; do wait "$pid" || rc=$?; done
+  bg_pids=()
+  if [[ $rc -ne 0 ]]; then
+    # A rank that dies on exit after rank 0 printed every size is harmless; otherwise fail.
+    tail -5 "$out".*.err >&2
+    echo "compare_coll.sh: gloo_coll_bench $2 -n $n: a rank exited with $rc" >&2
+  fi
+  python3 -c '
+import json, sys
+for l in open(sys.argv[1]):
+    if l.startswith("{"):
+        d = json.loads(l)
+        print(json.dumps({"tool": "gloo", "ranks": d["ranks"], "coll": d["coll"], "algo": d["algo"],
+                          "bytes": d["bytes"], "time_us": d["time_us"]}))' "$out.0" >>"$raw"
+  rm -rf "$store"
+}
+
+for n in $ranks_list; do
+  for c in $colls; do
+    for rg in "${ranges[@]}"; do
+      read -r lo hi it wu <<<"$rg"
+      echo "# n=$n $c $lo..$hi B: podnet" >&2
+      run_podnet "$n" "$c" "$lo" "$hi" "$it" "$wu"
+      if [[ $use_mpi -eq 1 ]]; then echo "# n=$n $c $lo..$hi B: Open MPI" >&2; run_mpi "$n" "$c" "$lo" "$hi" "$it" "$wu"; fi
+      if [[ $use_gloo -eq 1 ]]; then
+        if [[ $c == allreduce ]]; then algos="allreduce_ring_chunked allreduce_halving_doubling"; else algos=$c; fi
+        for a in $algos; do
+          echo "# n=$n $c $lo..$hi B: Gloo $a" >&2
+          run_gloo "$n" "$a" "$lo" "$hi" "$it" "$wu"
+        done
+      fi
+    done
+  done
+done
+
+python3 - "$raw" "$json_out" "$max" "$iters" "$big_iters" <<'PY'
+import json, sys
+raw = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+json_out = sys.argv[2]
+rows, keys = [], []
+t = {}
+for d in raw:
+    k = (d["ranks"], d["coll"], d["bytes"])
+    if k not in t:
+        t[k] = {}
+        keys.append(k)
+    name = d["tool"] if d["tool"] != "gloo" else "gloo_" + d["algo"].replace("allreduce_", "")
+    t[k][name] = d["time_us"]
+    if d["tool"] == "podnet":
+        t[k]["_algo"] = d["algo"]
+order = {"allreduce": 0, "allgather": 1, "broadcast": 2, "alltoall": 3}
+keys.sort(key=lambda k: (k[0], order.get(k[1], 9), k[2]))
+def hsize(b):
+    for u, s in ((1 << 30, "G"), (1 << 20, "M"), (1 << 10, "K")):
+        if b >= u and b % u == 0:
+            return f"{b // u}{s}"
+    return f"{b}"
+def f(v):
+    return "-" if v is None else f"{v:.1f}"
+hdr = ("ranks", "coll", "size", "podnet_us", "mpi_us", "gloo_us", "best_anchor", "ratio", "target", "result", "podnet_algo")
+lines = ["%-5s %-9s %6s %11s %11s %-27s %-12s %7s %-16s %-6s %s" % hdr]
+npass = nfail = 0
+for k in keys:
+    v = t[k]
+    p = v.get("podnet")
+    anchors = {n: x for n, x in v.items() if not n.startswith("_") and n != "podnet"}
+    gl = {n: x for n, x in anchors.items() if n.startswith("gloo")}
+    if gl:
+        gs = "/".join(f"{x:.1f}" for n, x in sorted(gl.items()))
+        if len(gl) > 1:
+            gs += " (" + "/".join(n[5:].replace("halving_doubling", "hd").replace("ring_chunked", "rc") for n in sorted(gl)) + ")"
+    else:
+        gs = "-"
+    best_name, best = (min(anchors.items(), key=lambda x: x[1]) if anchors else (None, None))
+    ratio = best / p if (best is not None and p) else None
+    need = 1.3 if k[2] >= (1 << 20) else 1.0
+    target = f">={need:.1f}x"
+    ok = ratio is not None and ratio >= need
+    extra = None
+    if k[1] == "allreduce" and k[2] == 8 and "mpi" in v and p:
+        extra = p / v["mpi"]
+        target += " lat<=0.8"
+        ok = ok and extra <= 0.8
+    res = "PASS" if ok else "FAIL"
+    npass += ok; nfail += not ok
+    bn = best_name.replace("gloo_halving_doubling", "gloo_hd").replace("gloo_ring_chunked", "gloo_rc") if best_name else "-"
+    rstr = "-" if ratio is None else f"{ratio:.2f}"
+    if extra is not None:
+        res += f" (podnet/mpi {extra:.2f})"
+    lines.append("%-5d %-9s %6s %11s %11s %-27s %-12s %7s %-16s %-6s %s" % (
+        k[0], k[1], hsize(k[2]), f(p), f(v.get("mpi")), gs, bn, rstr, target, res, v.get("_algo", "")))
+    rows.append({"ranks": k[0], "coll": k[1], "bytes": k[2], "podnet_us": p,
+                 "anchors_us": anchors, "best_anchor": best_name, "best_anchor_us": best,
+                 "ratio": ratio, "target_ratio": need, "podnet_over_mpi_8B": extra, "pass": ok,
+                 "podnet_algorithm": v.get("_algo")})
+print("\n".join(lines))
+print(f"# {npass} PASS, {nfail} FAIL (ratio = best anchor time / podnet time; >1: podnet faster)")
+if json_out:
+    with open(json_out, "w") as fh:
+        json.dump({"benchmark": "compare_coll", "max_bytes": int(sys.argv[3]),
+                   "iters": int(sys.argv[4]), "big_iters": int(sys.argv[5]),
+                   "raw": raw, "rows": rows, "table": lines, "pass": npass, "fail": nfail}, fh, indent=1)
+PY
