@@ -25,6 +25,8 @@ Options:
   --colls "LIST"     collectives (default "allreduce allgather broadcast alltoall")
   --iters N          timed calls per size below 1 MiB (default 20); warm-up: --warmup (5)
   --big-iters N      timed calls per size from 1 MiB (default 5); warm-up: --big-warmup (1)
+  --repeats N        run the whole sweep N times (tools interleaved); the table shows the
+                     median per tool and size (default 1; use 3 on a shared machine)
   --no-gloo          skip Gloo; --no-mpi: skip Open MPI
   --json FILE        also write every measurement and the table as JSON to FILE
   --podnet PATH      podnet binary (default: $PODNET, else build/tools/podnet/podnet, else PATH);
@@ -41,7 +43,7 @@ die() { echo "compare_coll.sh: $*" >&2; exit 1; }
 
 ranks_list="2 4"; max_arg=256M; colls="allreduce allgather broadcast alltoall"
 iters=20; warmup=5; big_iters=5; big_warmup=1; json_out=""; podnet_arg="${PODNET:-}"
-use_gloo=1; use_mpi=1
+use_gloo=1; use_mpi=1; repeats=1
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --ranks) ranks_list="$2"; shift 2 ;;
@@ -53,6 +55,7 @@ while [[ $# -gt 0 ]]; do
     --big-warmup) big_warmup="$2"; shift 2 ;;
     --json) json_out="$2"; shift 2 ;;
     --podnet) podnet_arg="$2"; shift 2 ;;
+    --repeats) repeats="$2"; shift 2 ;;
     --no-gloo) use_gloo=0; shift ;;
     --no-mpi) use_mpi=0; shift ;;
     -h|--help) usage; exit 0 ;;
@@ -73,6 +76,7 @@ max=$(to_bytes "$max_arg")
 for c in $colls; do
   case "$c" in allreduce|allgather|broadcast|alltoall) ;; *) echo "bad collective $c" >&2; exit 2 ;; esac
 done
+[[ "$repeats" =~ ^[1-9][0-9]*$ ]] || { echo "bad --repeats $repeats" >&2; exit 2; }
 for n in $ranks_list; do [[ "$n" =~ ^[0-9]+$ && $n -ge 2 ]] || { echo "bad rank count $n" >&2; exit 2; }; done
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -95,9 +99,14 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/compare_coll.XXXXXX")
 bg_pids=()
 # shellcheck disable=SC2317  # invoked by the trap
 cleanup() {
-  local pid
+  local pid i
+  # TERM first (timeout passes it on; podnet run and mpirun stop their ranks), KILL after 8 s.
   for pid in "${bg_pids[@]+"${bg_pids[@]}"}"; do kill -TERM "$pid" 2>/dev/null || true; done
   for pid in "${bg_pids[@]+"${bg_pids[@]}"}"; do
+    for ((i = 0; i < 80; i++)); do
+      kill -0 "$pid" 2>/dev/null || break
+      sleep 0.1
+    done
     kill -KILL "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true
   done
   bg_pids=()
@@ -129,9 +138,20 @@ ranges=()
 ranges+=("8 $((max < small_max ? max : small_max)) $iters $warmup")
 [[ $max -ge $big_min ]] && ranges+=("$big_min $max $big_iters $big_warmup")
 
+# Run a command in the background and wait for it: bash runs the TERM/INT traps (and so the
+# cleanup) at once while it waits, instead of after a foreground command ends.
+run_bg() {
+  local rc=0
+  "$@" &
+  bg_pids=($!)
+  wait "${bg_pids[0]}" || rc=$?
+  bg_pids=()
+  return "$rc"
+}
+
 run_podnet() {  # N COLL MIN MAX ITERS WARM
   local n=$1 c=$2 out="$work/podnet.out"
-  if ! timeout 900 "$podnet" run -n "$n" --timeout 800 --env PODNET_IFNAME=lo -- \
+  if ! run_bg timeout 900 "$podnet" run -n "$n" --timeout 800 --env PODNET_IFNAME=lo -- \
       "$podnet" bench coll "$c" -b "$3" -e "$4" -f 4 --json -n "$5" -w "$6" -c 0 \
       >"$out" 2>"$out.err"; then
     tail -20 "$out" "$out.err" >&2; die "podnet bench coll $c -n $n failed"
@@ -151,7 +171,7 @@ PY
 
 run_mpi() {  # N COLL MIN MAX ITERS WARM
   local n=$1 out="$work/mpi.out"
-  if ! timeout 900 mpirun -n "$n" --allow-run-as-root --oversubscribe --bind-to none \
+  if ! run_bg timeout 900 mpirun -n "$n" --allow-run-as-root --oversubscribe --bind-to none \
       --mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo \
       "$work/mpi_coll_bench" "$2" "$3" "$4" 4 "$5" "$6" >"$out" 2>"$out.err"; then
     tail -20 "$out" "$out.err" >&2; die "mpi_coll_bench $2 -n $n failed"
@@ -191,37 +211,51 @@ for l in open(sys.argv[1]):
   rm -rf "$store"
 }
 
+echo "# compare_coll: $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg);" \
+  "$("$podnet" --version 2>/dev/null | head -1 || echo 'podnet ?');" \
+  "$( ((use_mpi)) && mpirun --version 2>/dev/null | head -1 || echo 'no Open MPI')" \
+  "(pml ob1, btl tcp,self on lo);" \
+  "Gloo $( ((use_gloo)) && dpkg-query -W -f='${Version}' libgloo-dev 2>/dev/null || echo 'not used')"
+echo "# ranks: $ranks_list; sizes 8 B .. $max B; iters $iters (warm-up $warmup) below 1 MiB," \
+  "$big_iters (warm-up $big_warmup) from 1 MiB; repeats $repeats"
+for ((rep_i = 1; rep_i <= repeats; rep_i++)); do
 for n in $ranks_list; do
   for c in $colls; do
     for rg in "${ranges[@]}"; do
       read -r lo hi it wu <<<"$rg"
-      echo "# n=$n $c $lo..$hi B: podnet" >&2
+      echo "# [$rep_i/$repeats] n=$n $c $lo..$hi B: podnet" >&2
       run_podnet "$n" "$c" "$lo" "$hi" "$it" "$wu"
-      if [[ $use_mpi -eq 1 ]]; then echo "# n=$n $c $lo..$hi B: Open MPI" >&2; run_mpi "$n" "$c" "$lo" "$hi" "$it" "$wu"; fi
+      if [[ $use_mpi -eq 1 ]]; then echo "# [$rep_i/$repeats] n=$n $c $lo..$hi B: Open MPI" >&2; run_mpi "$n" "$c" "$lo" "$hi" "$it" "$wu"; fi
       if [[ $use_gloo -eq 1 ]]; then
         if [[ $c == allreduce ]]; then algos="allreduce_ring_chunked allreduce_halving_doubling"; else algos=$c; fi
         for a in $algos; do
-          echo "# n=$n $c $lo..$hi B: Gloo $a" >&2
+          echo "# [$rep_i/$repeats] n=$n $c $lo..$hi B: Gloo $a" >&2
           run_gloo "$n" "$a" "$lo" "$hi" "$it" "$wu"
         done
       fi
     done
   done
 done
+done
+echo "# load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
 
 python3 - "$raw" "$json_out" "$max" "$iters" "$big_iters" <<'PY'
 import json, sys
+import statistics
 raw = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 json_out = sys.argv[2]
 rows, keys = [], []
-t = {}
+t, samples = {}, {}
 for d in raw:
+    if d["bytes"] == 0:   # 8 B rounded down to 0 for blocks of 4 ranks: nothing to compare
+        continue
     k = (d["ranks"], d["coll"], d["bytes"])
     if k not in t:
         t[k] = {}
         keys.append(k)
     name = d["tool"] if d["tool"] != "gloo" else "gloo_" + d["algo"].replace("allreduce_", "")
-    t[k][name] = d["time_us"]
+    samples.setdefault((k, name), []).append(d["time_us"])
+    t[k][name] = statistics.median(samples[(k, name)])
     if d["tool"] == "podnet":
         t[k]["_algo"] = d["algo"]
 order = {"allreduce": 0, "allgather": 1, "broadcast": 2, "alltoall": 3}
@@ -234,7 +268,7 @@ def hsize(b):
 def f(v):
     return "-" if v is None else f"{v:.1f}"
 hdr = ("ranks", "coll", "size", "podnet_us", "mpi_us", "gloo_us", "best_anchor", "ratio", "target", "result", "podnet_algo")
-lines = ["%-5s %-9s %6s %11s %11s %-27s %-12s %7s %-16s %-6s %s" % hdr]
+lines = ["%-5s %-9s %6s %11s %11s %-27s %-14s %7s %-16s %-6s %s" % hdr]
 npass = nfail = 0
 for k in keys:
     v = t[k]
@@ -263,7 +297,7 @@ for k in keys:
     rstr = "-" if ratio is None else f"{ratio:.2f}"
     if extra is not None:
         res += f" (podnet/mpi {extra:.2f})"
-    lines.append("%-5d %-9s %6s %11s %11s %-27s %-12s %7s %-16s %-6s %s" % (
+    lines.append("%-5d %-9s %6s %11s %11s %-27s %-14s %7s %-16s %-6s %s" % (
         k[0], k[1], hsize(k[2]), f(p), f(v.get("mpi")), gs, bn, rstr, target, res, v.get("_algo", "")))
     rows.append({"ranks": k[0], "coll": k[1], "bytes": k[2], "podnet_us": p,
                  "anchors_us": anchors, "best_anchor": best_name, "best_anchor_us": best,
