@@ -79,6 +79,17 @@ std::shared_ptr<RequestState> TcpEndpoint::new_request(const char* op) {
   return std::make_shared<RequestState>(&transport_->engine(), op, next_seq_.fetch_add(1, std::memory_order_relaxed));
 }
 
+// Runs `add` (which records an operation in the maps) under the lock unless the endpoint
+// has failed: then nothing is recorded and the sticky error comes back, so no operation is
+// recorded after fail() swept the maps.
+template <typename F>
+Status TcpEndpoint::register_unless_failed(F&& add) {
+  std::lock_guard lk(mu_);
+  if (!failed_.ok()) return failed_;
+  add();
+  return {};
+}
+
 Status TcpEndpoint::op_failure(const RequestState& r, const Status& why) const {
   return Status(why.code(), fmt::format("{} seq {} with {}: {}", r.op(), r.seq(), peer_name(), why.message()));
 }
@@ -110,14 +121,10 @@ void TcpEndpoint::post_write_chunks(const std::shared_ptr<RequestState>& target,
   // socket (with MSG_ZEROCOPY the kernel may read the buffer until then).
   target->set_parts(static_cast<int>(2 * n));
   uint64_t first = next_id_.fetch_add(n, std::memory_order_relaxed);
-  Status why;
-  {
-    std::lock_guard lk(mu_);
-    why = failed_;
-    if (why.ok())
-      for (size_t i = 0; i < n; ++i) chunks_[first + i] = Chunk{target, nullptr, 0};
-  }
-  if (!why.ok()) {
+  if (Status why = register_unless_failed([&] {
+        for (size_t i = 0; i < n; ++i) chunks_[first + i] = Chunk{target, nullptr, 0};
+      });
+      !why.ok()) {
     target->set_parts(1);
     target->part_done(op_failure(*target, why));
     return;
@@ -138,13 +145,7 @@ void TcpEndpoint::post_write_chunks(const std::shared_ptr<RequestState>& target,
 void TcpEndpoint::post_write_imm(const std::shared_ptr<RequestState>& req, const RemoteKey& remote, uint64_t raddr,
                                  uint64_t imm, uint32_t order) {
   uint64_t id = next_id_.fetch_add(1, std::memory_order_relaxed);
-  Status why;
-  {
-    std::lock_guard lk(mu_);
-    why = failed_;
-    if (why.ok()) chunks_[id] = Chunk{req, nullptr, 0};
-  }
-  if (!why.ok()) {
+  if (Status why = register_unless_failed([&] { chunks_[id] = Chunk{req, nullptr, 0}; }); !why.ok()) {
     req->complete(op_failure(*req, why));
     return;
   }
@@ -172,13 +173,7 @@ TcpEndpoint::Req TcpEndpoint::write(const detail::RegionState& local, size_t loc
   } else if (chunk_count(len) == 1) {
     // One frame carries data and immediate: the target notifies after placing the data.
     uint64_t id = next_id_.fetch_add(1, std::memory_order_relaxed);
-    Status why;
-    {
-      std::lock_guard lk(mu_);
-      why = failed_;
-      if (why.ok()) chunks_[id] = Chunk{req, nullptr, 0};
-    }
-    if (!why.ok()) {
+    if (Status why = register_unless_failed([&] { chunks_[id] = Chunk{req, nullptr, 0}; }); !why.ok()) {
       req->complete(op_failure(*req, why));
       return req;
     }
@@ -219,16 +214,13 @@ TcpEndpoint::Req TcpEndpoint::read(const detail::RegionState& local, size_t loca
   req->set_parts(static_cast<int>(n));
   uint64_t first = next_id_.fetch_add(n, std::memory_order_relaxed);
   std::byte* dst = local.base + local_off;
-  Status why;
-  {
-    std::lock_guard lk(mu_);
-    why = failed_;
-    for (size_t i = 0; i < n && why.ok(); ++i) {
-      size_t off = i * cs;
-      chunks_[first + i] = Chunk{req, dst + off, std::min<uint64_t>(cs, len - off)};
-    }
-  }
-  if (!why.ok()) {
+  if (Status why = register_unless_failed([&] {
+        for (size_t i = 0; i < n; ++i) {
+          size_t off = i * cs;
+          chunks_[first + i] = Chunk{req, dst + off, std::min<uint64_t>(cs, len - off)};
+        }
+      });
+      !why.ok()) {
     req->complete(op_failure(*req, why));
     return req;
   }
@@ -261,13 +253,10 @@ TcpEndpoint::Req TcpEndpoint::send(const void* buf, size_t len, uint64_t tag) {
     return req;
   }
   uint64_t id = next_id_.fetch_add(1, std::memory_order_relaxed);
-  Status why;
-  {
-    std::lock_guard lk(mu_);
-    why = failed_;
-    if (why.ok()) sends_[id] = SendOp{req, static_cast<const std::byte*>(buf), len};
-  }
-  if (!why.ok()) {
+  if (Status why = register_unless_failed([&] {
+        sends_[id] = SendOp{req, static_cast<const std::byte*>(buf), len};
+      });
+      !why.ok()) {
     req->complete(op_failure(*req, why));
     return req;
   }
@@ -323,13 +312,7 @@ void TcpEndpoint::start_cts(Connection* c, detail::PostedRecv recv, const detail
   op->tag = msg.tag;
   op->length = msg.length;
   uint64_t token = next_id_.fetch_add(1, std::memory_order_relaxed);
-  Status why;
-  {
-    std::lock_guard lk(mu_);
-    why = failed_;
-    if (why.ok()) recvs_[token] = op;
-  }
-  if (!why.ok()) {
+  if (Status why = register_unless_failed([&] { recvs_[token] = op; }); !why.ok()) {
     op->recv.req->complete(op_failure(*op->recv.req, why));
     return;
   }
@@ -555,8 +538,7 @@ void TcpEndpoint::deliver_notification(uint32_t order, uint64_t imm) {
     }
     ready.push_back(imm);
     ++notify_next_;
-    for (auto it = notify_early_.find(notify_next_); it != notify_early_.end();
-         it = notify_early_.find(notify_next_)) {
+    for (auto it = notify_early_.find(notify_next_); it != notify_early_.end(); it = notify_early_.find(notify_next_)) {
       ready.push_back(it->second);
       notify_early_.erase(it);
       ++notify_next_;
@@ -571,9 +553,7 @@ void TcpEndpoint::deliver_notification(uint32_t order, uint64_t imm) {
   }
 }
 
-void TcpEndpoint::on_stream_open(Connection& c) {
-  PODNET_DEBUG(kNet, "stream {} to {} open", c.stream(), peer_name());
-}
+void TcpEndpoint::on_stream_open(Connection& c) { PODNET_DEBUG(kNet, "stream {} to {} open", c.stream(), peer_name()); }
 
 void TcpEndpoint::on_bye(Connection&) {
   graceful_.store(true);
@@ -581,8 +561,8 @@ void TcpEndpoint::on_bye(Connection&) {
 }
 
 void TcpEndpoint::on_connection_failed(Connection& c, const Status& why) {
-  fail(Status(why.code(), fmt::format("{} stream {}: {}", c.outgoing() ? "outgoing" : "incoming", c.stream(),
-                                      why.message())));
+  fail(Status(why.code(),
+              fmt::format("{} stream {}: {}", c.outgoing() ? "outgoing" : "incoming", c.stream(), why.message())));
 }
 
 void TcpEndpoint::tick(int64_t now) {
@@ -623,8 +603,10 @@ void TcpEndpoint::fail(const Status& why) {
     recvs.swap(recvs_);
   }
   failed_flag_.store(true);
-  if (why.code() == Code::kCancelled || graceful_.load()) PODNET_INFO(kNet, "{}: {}", peer_name(), why.message());
-  else PODNET_WARN(kNet, "peer {} failed: {}", peer_name(), why.message());
+  if (why.code() == Code::kCancelled || graceful_.load())
+    PODNET_INFO(kNet, "{}: {}", peer_name(), why.message());
+  else
+    PODNET_WARN(kNet, "peer {} failed: {}", peer_name(), why.message());
   for (auto& [id, ch] : chunks) ch.req->part_done(op_failure(*ch.req, why));
   for (auto& [id, s] : sends) s.req->complete(op_failure(*s.req, why));
   for (auto& [id, r] : recvs) r->recv.req->complete(op_failure(*r->recv.req, why));

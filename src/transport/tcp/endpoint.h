@@ -79,6 +79,8 @@ class TcpEndpoint : public detail::TransportEndpoint, public std::enable_shared_
 
   std::shared_ptr<detail::RequestState> new_request(const char* op);
   Status op_failure(const detail::RequestState& r, const Status& why) const;
+  template <typename F>
+  Status register_unless_failed(F&& add);
   Req failed_request(const char* op, const Status& why);
   std::shared_ptr<Connection> out_stream(size_t i);
   std::shared_ptr<Connection> in_stream0();
