@@ -149,6 +149,11 @@ class Endpoint {
   virtual Status health() const = 0;
 };
 
+// Swaps remote keys with the peer of `ep` over a tagged message pair (both sides call it
+// with the same tag): sends `mine`, returns the peer's. Blocks up to `timeout` for each.
+Result<RemoteKey> exchange_remote_key(Endpoint& ep, const RemoteKey& mine, uint64_t tag,
+                                      std::chrono::nanoseconds timeout);
+
 struct ContextOptions {
   int rank = -1;                // shown in errors and logs; -1: from PODNET_RANK
   std::string bind_address;     // IPv4 address to listen on; empty: PODNET_IFNAME selection

@@ -39,6 +39,15 @@ Result<RemoteKey> RemoteKey::deserialize(std::string_view blob) {
   return k;
 }
 
+Result<RemoteKey> exchange_remote_key(Endpoint& ep, const RemoteKey& mine, uint64_t tag,
+                                      std::chrono::nanoseconds timeout) {
+  std::string out = mine.serialize(), in(out.size(), '\0');
+  Request r = ep.recv(in.data(), in.size(), tag);
+  PODNET_RETURN_IF_ERROR(ep.send(out.data(), out.size(), tag).wait(timeout).with_context("sending the remote key"));
+  PODNET_RETURN_IF_ERROR(r.wait(timeout).with_context("receiving the peer's remote key"));
+  return RemoteKey::deserialize(in);
+}
+
 MemoryRegion::MemoryRegion(std::shared_ptr<detail::RegionState> state) : state_(std::move(state)) {}
 
 MemoryRegion& MemoryRegion::operator=(MemoryRegion&& o) noexcept {

@@ -74,12 +74,8 @@ int stream(World& world, size_t bytes) {
   std::vector<std::byte> buf(std::max<size_t>(bytes, 1), std::byte{0x5A});
   auto mr = world.context().register_memory(buf.data(), buf.size(), Access::kRemoteWrite);
   if (!mr.ok()) return fail(mr.status(), "register_memory");
-  std::string mine = mr->remote_key().serialize(), theirs(mine.size(), '\0');
-  Request kr = ep->recv(theirs.data(), theirs.size(), kTagKey);
-  if (Status st = ep->send(mine.data(), mine.size(), kTagKey).wait(kOpTimeout); !st.ok()) return fail(st, "send key");
-  if (Status st = kr.wait(kOpTimeout); !st.ok()) return fail(st, "recv key");
-  auto peer_key = RemoteKey::deserialize(theirs);
-  if (!peer_key.ok()) return fail(peer_key.status(), "remote key");
+  auto peer_key = exchange_remote_key(*ep, mr->remote_key(), kTagKey, kOpTimeout);
+  if (!peer_key.ok()) return fail(peer_key.status(), "remote key exchange");
 
   if (world.rank() == 1) {
     say("ready");
@@ -136,12 +132,8 @@ int notify_order(World& world, int count, size_t bytes) {
   std::vector<std::byte> buf(std::max<size_t>(bytes, 1) * count, std::byte{0x5A});
   auto mr = world.context().register_memory(buf.data(), buf.size(), Access::kRemoteWrite);
   if (!mr.ok()) return fail(mr.status(), "register_memory");
-  std::string mine = mr->remote_key().serialize(), theirs(mine.size(), '\0');
-  Request kr = ep->recv(theirs.data(), theirs.size(), kTagKey);
-  if (Status st = ep->send(mine.data(), mine.size(), kTagKey).wait(kOpTimeout); !st.ok()) return fail(st, "send key");
-  if (Status st = kr.wait(kOpTimeout); !st.ok()) return fail(st, "recv key");
-  auto peer_key = RemoteKey::deserialize(theirs);
-  if (!peer_key.ok()) return fail(peer_key.status(), "remote key");
+  auto peer_key = exchange_remote_key(*ep, mr->remote_key(), kTagKey, kOpTimeout);
+  if (!peer_key.ok()) return fail(peer_key.status(), "remote key exchange");
 
   if (world.rank() == 0) {
     std::vector<Request> reqs;

@@ -67,6 +67,13 @@ int iterations_for(const P2pOptions& o, uint64_t size) {
   return static_cast<int>(std::min<uint64_t>(n, cap));
 }
 
+// Like perftest, every operation uses the same buffer unless payloads are checked: then each
+// operation in flight needs a slot of its own (within kSlotBudget).
+int slots_for(const P2pOptions& o, uint64_t size) {
+  if (!o.check) return 1;
+  return static_cast<int>(std::max<uint64_t>(2, std::min<uint64_t>(o.window, kSlotBudget / std::max<uint64_t>(size, 1))));
+}
+
 int warmup_for(const P2pOptions& o, int iters) { return o.warmup >= 0 ? o.warmup : std::max(1, iters / 10); }
 
 // ---- bandwidth ------------------------------------------------------------------------
@@ -288,28 +295,22 @@ Result<std::vector<P2pRow>> run_p2p(World& world, const P2pOptions& o) {
   std::vector<P2pRow> rows;
   if (world.size() < 2) return Status::InvalidArgument("bench p2p needs 2 ranks (podnet run -n 2 podnet bench p2p)");
   if (world.rank() > 1) return rows;  // extra ranks sit this one out
-  uint64_t max_size = *std::max_element(o.sizes.begin(), o.sizes.end());
-  int max_slots = static_cast<int>(std::max<uint64_t>(2, std::min<uint64_t>(o.window, kSlotBudget / std::max<uint64_t>(max_size, 1))));
+  // Room for every size: its slots, and at least two messages (latency mode sends from the
+  // first half and receives into the second).
+  uint64_t buf_bytes = 0;
+  for (uint64_t size : o.sizes)
+    buf_bytes = std::max(buf_bytes, std::max<uint64_t>(size, 1) * std::max(2, slots_for(o, size)));
   Ctx c{world, o, nullptr, {}, {}, {}, world.timeout()};
   PODNET_ASSIGN_OR_RETURN(c.ep, world.peer(1 - world.rank()));
-  c.buf.resize(std::max<uint64_t>(max_size, 1) * max_slots + 64);
+  c.buf.resize(buf_bytes + 64);
   std::fill(c.buf.begin(), c.buf.end(), std::byte{0});
   PODNET_ASSIGN_OR_RETURN(c.mr, world.context().register_memory(c.buf.data(), c.buf.size(), Access::kRemoteReadWrite));
-  // Exchange remote keys over the endpoint itself.
-  std::string mine = c.mr.remote_key().serialize(), theirs(mine.size(), '\0');
-  Request kr = c.ep->recv(theirs.data(), theirs.size(), kCtrlKey);
-  PODNET_RETURN_IF_ERROR(c.ep->send(mine.data(), mine.size(), kCtrlKey).wait(c.tmo));
-  PODNET_RETURN_IF_ERROR(kr.wait(c.tmo));
-  PODNET_ASSIGN_OR_RETURN(c.peer_key, RemoteKey::deserialize(theirs));
+  PODNET_ASSIGN_OR_RETURN(c.peer_key, exchange_remote_key(*c.ep, c.mr.remote_key(), kCtrlKey, c.tmo));
 
   for (uint64_t size : o.sizes) {
     int iters = iterations_for(o, size);
     int warm = warmup_for(o, iters);
-    // Like perftest, every operation uses the same buffer unless payloads are checked (then
-    // each operation in flight needs a slot of its own).
-    int slots = o.check ? static_cast<int>(std::max<uint64_t>(
-                              2, std::min<uint64_t>(o.window, kSlotBudget / std::max<uint64_t>(size, 1))))
-                        : 1;
+    int slots = slots_for(o, size);
     P2pRow row;
     row.bytes = size;
     row.iters = iters;

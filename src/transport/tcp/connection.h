@@ -29,7 +29,6 @@ namespace podnet::tcp {
 
 class TcpTransport;
 class TcpEndpoint;
-struct UnexpectedRef;
 
 // Where an incoming payload goes.
 struct RxSink {

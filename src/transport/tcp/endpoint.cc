@@ -602,7 +602,6 @@ void TcpEndpoint::fail(const Status& why) {
     sends.swap(sends_);
     recvs.swap(recvs_);
   }
-  failed_flag_.store(true);
   if (why.code() == Code::kCancelled || graceful_.load())
     PODNET_INFO(kNet, "{}: {}", peer_name(), why.message());
   else
