@@ -97,18 +97,12 @@ fi
 # ---- temporary directory, background ranks, cleanup ------------------------------------
 work=$(mktemp -d "${TMPDIR:-/tmp}/compare_coll.XXXXXX")
 bg_pids=()
+# shellcheck source=bench/lib.sh
+. "$here/lib.sh"
 # shellcheck disable=SC2317  # invoked by the trap
 cleanup() {
-  local pid i
   # TERM first (timeout passes it on; podnet run and mpirun stop their ranks), KILL after 8 s.
-  for pid in "${bg_pids[@]+"${bg_pids[@]}"}"; do kill -TERM "$pid" 2>/dev/null || true; done
-  for pid in "${bg_pids[@]+"${bg_pids[@]}"}"; do
-    for ((i = 0; i < 80; i++)); do
-      kill -0 "$pid" 2>/dev/null || break
-      sleep 0.1
-    done
-    kill -KILL "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true
-  done
+  stop_pids 80 "${bg_pids[@]+"${bg_pids[@]}"}"
   bg_pids=()
   rm -rf "$work"
 }

@@ -101,21 +101,12 @@ fi
 work=$(mktemp -d "${TMPDIR:-/tmp}/compare_p2p.XXXXXX")
 server_pids=()
 fg_pid=""
+# shellcheck source=bench/lib.sh
+. "$(cd "$(dirname "$0")" && pwd)/lib.sh"
 # shellcheck disable=SC2317  # invoked by the trap
 cleanup() {
-  local pid i
   [[ -z "$fg_pid" ]] || kill -TERM "$fg_pid" 2>/dev/null || true
-  for pid in "${server_pids[@]+"${server_pids[@]}"}"; do
-    kill -TERM "$pid" 2>/dev/null || true
-  done
-  for pid in "${server_pids[@]+"${server_pids[@]}"}"; do
-    for ((i = 0; i < 20; i++)); do
-      kill -0 "$pid" 2>/dev/null || break
-      sleep 0.1
-    done
-    kill -KILL "$pid" 2>/dev/null || true
-    wait "$pid" 2>/dev/null || true
-  done
+  stop_pids 20 "${server_pids[@]+"${server_pids[@]}"}"
   server_pids=()
   if [[ -n "$fg_pid" ]]; then wait "$fg_pid" 2>/dev/null || true; fi
   rm -rf "$work"
@@ -351,14 +342,8 @@ start_server() {
 }
 
 stop_server() {  # stop_server PID
-  local pid=$1 i keep=() p
-  kill -TERM "$pid" 2>/dev/null || true
-  for ((i = 0; i < 20; i++)); do
-    kill -0 "$pid" 2>/dev/null || break
-    sleep 0.1
-  done
-  kill -KILL "$pid" 2>/dev/null || true
-  wait "$pid" 2>/dev/null || true
+  local pid=$1 keep=() p
+  stop_pids 20 "$pid"
   for p in "${server_pids[@]}"; do [[ "$p" == "$pid" ]] || keep+=("$p"); done
   server_pids=("${keep[@]+"${keep[@]}"}")
 }
