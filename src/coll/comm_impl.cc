@@ -277,7 +277,8 @@ Status CommImpl::run(Collective c, DataType t, ReduceOp op, size_t count, int ro
   return st;
 }
 
-std::string_view pick(CommImpl& comm, Collective c, size_t bytes) {
+// The forced algorithm of the collective, else the tuner's choice for this size.
+static std::string_view pick(CommImpl& comm, Collective c, size_t bytes) {
   const std::string& o = comm.algo_override(c);
   if (!o.empty()) return o;
   return choose_algorithm(c, bytes, comm.size());
