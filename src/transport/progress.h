@@ -28,6 +28,21 @@ class EventHandler {
   virtual ~EventHandler() = default;
   // `events` are EPOLLIN/EPOLLOUT/EPOLLERR/EPOLLHUP bits. Must not block.
   virtual void on_event(uint32_t events) = 0;
+  // Whether a spinning waiter should keep retrying this handler after it had input (true
+  // for a connection that carries replies; false for a doorbell that only wakes pollers).
+  virtual bool spin_target() const noexcept { return true; }
+};
+
+// A source of work that has no file descriptor (a shared-memory ring): polled on every
+// spin turn and before and after every epoll_wait. Before the engine blocks it calls arm();
+// the poller then asks its producers for a wake-up (a write to an fd in the epoll set) and
+// returns false if work arrived meanwhile, so the engine does not block.
+class Poller {
+ public:
+  virtual ~Poller() = default;
+  virtual int poll() = 0;  // non-blocking; returns the number of items handled
+  virtual bool arm() = 0;
+  virtual void disarm() = 0;
 };
 
 class ProgressEngine {
@@ -51,6 +66,9 @@ class ProgressEngine {
   // Runs on the background thread every tick, whether or not it polls. Register before
   // start(); must not block.
   void add_housekeeping(std::function<void()> fn);
+  // Registers a poller (at most kMaxPollers). Register before start(); it must outlive the
+  // engine's last poll.
+  Status add_poller(Poller* poller);
   void start();
   void stop();  // joins the background thread; idempotent
 
@@ -63,6 +81,9 @@ class ProgressEngine {
  private:
   explicit ProgressEngine(const Options& options) : options_(options) {}
   void background_loop();
+  int run_pollers();
+
+  static constexpr int kMaxPollers = 4;
 
   Options options_;
   int epfd_ = -1;
@@ -79,6 +100,8 @@ class ProgressEngine {
   // of epoll_wait() + recv() when the reply it waits for arrives there).
   std::atomic<EventHandler*> hot_{nullptr};
   unsigned yield_mask_ = 3;
+  Poller* pollers_[kMaxPollers] = {};
+  std::atomic<int> npollers_{0};
 };
 
 }  // namespace podnet::detail

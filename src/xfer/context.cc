@@ -19,7 +19,10 @@ Result<std::unique_ptr<Context>> Context::create(const ContextOptions& options) 
 namespace detail {
 
 std::string format_address(const PeerAddress& a) {
-  return fmt::format("podnet1;id={:x};rank={};host={};tcp={}", a.id, a.rank, a.host, a.tcp);
+  std::string s = fmt::format("podnet1;id={:x};rank={};host={};tcp={}", a.id, a.rank, a.host, a.tcp);
+  if (!a.shm.empty()) s += fmt::format(";shm={}", a.shm);
+  if (!a.want.empty()) s += fmt::format(";want={}", a.want);
+  return s;
 }
 
 Result<PeerAddress> parse_address(std::string_view blob) {
@@ -45,6 +48,10 @@ Result<PeerAddress> parse_address(std::string_view blob) {
       a.host = v;
     } else if (k == "tcp") {
       a.tcp = v;
+    } else if (k == "shm") {
+      a.shm = v;
+    } else if (k == "want") {
+      a.want = v;
     }  // unknown fields are skipped: newer peers may add transports
   }
   if (a.id == 0 || a.tcp.empty()) return Status::InvalidArgument("address lacks id or tcp: '{}'", blob);
@@ -63,8 +70,8 @@ Result<std::unique_ptr<Context>> ContextImpl::create(const ContextOptions& optio
   char host[256] = {};
   gethostname(host, sizeof host - 1);
   c->hostname_ = host;
-  if (c->config_.transport != "auto" && c->config_.transport != "tcp")
-    return Status::InvalidArgument("PODNET_TRANSPORT='{}': available transports are auto, tcp", c->config_.transport);
+  if (c->config_.transport != "auto" && c->config_.transport != "tcp" && c->config_.transport != "shm")
+    return Status::InvalidArgument("PODNET_TRANSPORT='{}': available transports are auto, tcp, shm", c->config_.transport);
 
   std::string bind = options.bind_address;
   if (bind.empty()) {
@@ -97,13 +104,62 @@ Result<std::unique_ptr<Context>> ContextImpl::create(const ContextOptions& optio
   if (to.chunk < 4096) return Status::InvalidArgument("PODNET_TCP_CHUNK={} must be at least 4096", to.chunk);
   PODNET_ASSIGN_OR_RETURN(c->tcp_, tcp::TcpTransport::create(*c->engine_, *c->registry_, c->id_, c->rank_, bind,
                                                              options.port, to));
+  if (c->config_.transport != "tcp") PODNET_RETURN_IF_ERROR(c->create_shm());
   c->engine_->start();
-  PODNET_INFO(kXfer, "context ready in {} us: tcp {} ({} streams)", (now_ns() - t0) / 1000, c->tcp_->address(),
-              to.streams);
+  PODNET_INFO(kXfer, "context ready in {} us: tcp {} ({} streams){}", (now_ns() - t0) / 1000, c->tcp_->address(),
+              to.streams, c->shm_ ? fmt::format(", shm {}", c->shm_->address()) : std::string());
   return std::unique_ptr<Context>(std::move(c));
 }
 
+Status ContextImpl::create_shm() {
+  shm::ShmOptions so;
+  so.ring_bytes = config_.shm_ring;
+  so.eager_max = config_.shm_eager_max;
+  so.cma = config_.shm_cma;
+  so.heartbeat_ms = config_.heartbeat_ms;
+  so.peer_timeout_ms = config_.peer_timeout_ms;
+  so.connect_timeout_ms = config_.connect_timeout_ms;
+  std::string host = config_.host_id.empty() ? shm::local_host_id() : config_.host_id;
+  auto t = shm::ShmTransport::create(*engine_, *registry_, id_, rank_, host, so);
+  if (t.ok()) {
+    shm_ = std::move(t).value();
+    return {};
+  }
+  if (config_.transport == "shm") return t.status().with_context("PODNET_TRANSPORT=shm");
+  PODNET_WARN(kXfer, "shared memory unavailable, using tcp for every peer: {}", t.status().message());
+  return {};
+}
+
+Result<Transport*> ContextImpl::choose(const PeerAddress& peer, std::string* why) const {
+  const std::string& mine = config_.transport;
+  const std::string theirs = peer.want.empty() ? "auto" : peer.want;
+  if ((mine == "tcp" && theirs == "shm") || (mine == "shm" && theirs == "tcp"))
+    return Status::InvalidArgument("rank {} wants PODNET_TRANSPORT={} and this rank {}: set the same on every rank",
+                                   peer.rank, theirs, mine);
+  if (mine == "tcp" || theirs == "tcp") {
+    *why = "PODNET_TRANSPORT=tcp";
+    return static_cast<Transport*>(tcp_.get());
+  }
+  std::string peer_host;
+  if (!peer.shm.empty()) {
+    auto a = shm::parse_shm_address(peer.shm);
+    if (a.ok()) peer_host = a->host_id;
+  }
+  if (shm_ && !peer_host.empty() && peer_host == shm_->host_id()) {
+    *why = "same host";
+    return static_cast<Transport*>(shm_.get());
+  }
+  std::string reason = !shm_ ? "shared memory unavailable here"
+                       : peer_host.empty() ? "the peer has no shared-memory transport"
+                                           : fmt::format("other host ({} vs {})", peer_host, shm_->host_id());
+  if (mine == "shm" || theirs == "shm")
+    return Status::InvalidArgument("PODNET_TRANSPORT=shm, but rank {} cannot use shared memory: {}", peer.rank, reason);
+  *why = reason;
+  return static_cast<Transport*>(tcp_.get());
+}
+
 ContextImpl::~ContextImpl() {
+  if (shm_) shm_->shutdown();
   if (tcp_) tcp_->shutdown();
   if (engine_) engine_->stop();
   {
@@ -111,11 +167,13 @@ ContextImpl::~ContextImpl() {
     endpoints_.clear();
   }
   tcp_.reset();
+  shm_.reset();
   engine_.reset();
 }
 
 std::string ContextImpl::address() const {
-  return format_address(PeerAddress{id_, rank_, hostname_, tcp_->address()});
+  return format_address(
+      PeerAddress{id_, rank_, hostname_, tcp_->address(), shm_ ? shm_->address() : std::string(), config_.transport});
 }
 
 Result<MemoryRegion> ContextImpl::register_memory(void* ptr, size_t len, Access access) {
@@ -128,9 +186,13 @@ Result<std::shared_ptr<Endpoint>> ContextImpl::connect(std::string_view peer_add
   std::lock_guard lk(mu_);
   auto it = endpoints_.find(a.id);
   if (it != endpoints_.end()) return it->second;
-  auto te = tcp_->connect(a.id, a.rank, a.tcp);
-  if (!te.ok()) return te.status().with_context("connect to rank {} ({})", a.rank, a.tcp);
-  auto ep = std::make_shared<EndpointImpl>(std::move(te).value(), "tcp", engine_.get());
+  std::string why;
+  PODNET_ASSIGN_OR_RETURN(Transport * t, choose(a, &why));
+  const std::string& where = t == shm_.get() ? a.shm : a.tcp;
+  auto te = t->connect(a.id, a.rank, where);
+  if (!te.ok()) return te.status().with_context("connect to rank {} ({} {})", a.rank, t->name(), where);
+  PODNET_INFO(kXfer, "rank {}: {} ({})", a.rank, t->name(), why);
+  auto ep = std::make_shared<EndpointImpl>(std::move(te).value(), t->name(), engine_.get());
   endpoints_[a.id] = ep;
   return std::shared_ptr<Endpoint>(ep);
 }

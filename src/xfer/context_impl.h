@@ -11,6 +11,7 @@
 #include "base/config.h"
 #include "transport/progress.h"
 #include "transport/registry.h"
+#include "transport/shm/transport.h"
 #include "transport/tcp/transport.h"
 
 namespace podnet::detail {
@@ -21,6 +22,8 @@ struct PeerAddress {
   int rank = -1;
   std::string host;  // hostname, for humans
   std::string tcp;   // "ip:port"
+  std::string shm;   // "host-id,pid,socket"; empty: the peer has no shm transport
+  std::string want;  // the peer's PODNET_TRANSPORT
 };
 std::string format_address(const PeerAddress& a);
 Result<PeerAddress> parse_address(std::string_view blob);
@@ -39,6 +42,9 @@ class ContextImpl final : public Context {
 
  private:
   ContextImpl() = default;
+  Status create_shm();
+  // Which transport serves this peer; the same answer on both sides.
+  Result<detail::Transport*> choose(const PeerAddress& peer, std::string* why) const;
 
   int rank_ = -1;
   uint64_t id_ = 0;
@@ -47,6 +53,7 @@ class ContextImpl final : public Context {
   std::unique_ptr<ProgressEngine> engine_;
   std::shared_ptr<MemoryRegistry> registry_;
   std::unique_ptr<tcp::TcpTransport> tcp_;
+  std::unique_ptr<shm::ShmTransport> shm_;
   std::mutex mu_;
   std::unordered_map<uint64_t, std::shared_ptr<Endpoint>> endpoints_;
 };

@@ -115,7 +115,7 @@ TEST(BenchColl, EveryCollectiveChecksOutAndFollowsNcclTestsConventions) {
     const bool rooted = coll == "broadcast" || coll == "reduce" || coll == "gather" || coll == "scatter";
     EXPECT_EQ(r.value("root", -2), rooted ? 0 : -1);
     EXPECT_FALSE(r.value("algorithm", "").empty());
-    EXPECT_EQ(r.value("transport", ""), "tcp");
+    EXPECT_EQ(r.value("transport", ""), "shm");  // ranks of one host
   }
   ASSERT_GT(busbw_count, 0);
   EXPECT_TRUE(near(j.value("avg_busbw", -1.0), busbw_sum / busbw_count));
@@ -140,6 +140,28 @@ TEST(BenchColl, EveryCollectiveChecksOutAndFollowsNcclTestsConventions) {
       if (expected_size(coll, s, n) == r.value("size", uint64_t{1})) asked = s;
     EXPECT_EQ(r.value("count", uint64_t{0}), expected_count(coll, asked, n)) << r.dump();
   }
+}
+
+// Four ranks as two "hosts" (PODNET_HOST_ID per pair): shm inside a pair, tcp across, in one
+// job; every collective must still check out.
+TEST(BenchColl, MixedShmAndTcpPeersInOneJob) {
+  Outcome o = run_program(
+      podnet_bin(), {"run", "-n", "4", "--timeout", "50", "--", "sh", "-c",
+                     "PODNET_HOST_ID=host$((PODNET_RANK / 2)) exec \"$0\" bench coll all -b 8 -e 1M -f 16 -c 1 --json",
+                     podnet_bin()});
+  ASSERT_EQ(o.exit_code, 0) << describe(o);
+  auto j = nlohmann::json::parse(rank0_text(o.out), nullptr, false);
+  ASSERT_TRUE(j.is_object()) << describe(o);
+  EXPECT_EQ(j.value("transport", ""), "shm+tcp") << j.dump();
+  EXPECT_EQ(j.value("wrong", -1), 0);
+  ASSERT_TRUE(j.contains("results") && !j["results"].empty()) << j.dump();
+  std::set<std::string> colls;
+  for (const auto& r : j["results"]) {
+    colls.insert(r.value("collective", "?"));
+    EXPECT_EQ(r.value("transport", ""), "shm+tcp") << r.dump();
+    EXPECT_EQ(r.value("wrong", -1), 0) << r.dump();
+  }
+  EXPECT_EQ(colls.size(), 9u);
 }
 
 TEST(BenchColl, TablePrintsNcclTestsColumnsAndFooter) {

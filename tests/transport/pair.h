@@ -6,6 +6,8 @@
 #include <podnet/podnet.h>
 
 #include <chrono>
+#include <cstdlib>
+#include <string>
 #include <memory>
 #include <numeric>
 #include <vector>
@@ -36,6 +38,12 @@ struct Pair {
     EXPECT_TRUE(ba.ok()) << ba.status().to_string();
     p.ab = *ab;
     p.ba = *ba;
+    // The suite runs once per transport (tests/transport/CMakeLists.txt): make sure the one
+    // asked for is the one under test.
+    const char* want = std::getenv("PODNET_TRANSPORT");
+    std::string expect = want == nullptr || std::string(want) == "auto" ? "shm" : want;
+    EXPECT_EQ(p.ab->transport(), expect);
+    EXPECT_EQ(p.ba->transport(), expect);
     return p;
   }
 };

@@ -1,0 +1,299 @@
+#include "transport/shm/channel.h"
+
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "base/log.h"
+
+namespace podnet::shm {
+namespace {
+constexpr size_t kPage = 4096;
+constexpr size_t kCtlOffset = kPage;            // RingCtl of the request ring, then the reply ring
+constexpr size_t kDataOffset = 2 * kPage;       // request ring data, then reply ring data
+constexpr int kMaxRecordsPerDrain = 256;
+
+size_t segment_bytes(size_t ring) { return kDataOffset + 2 * ring; }
+}  // namespace
+
+Status send_hello(int sock, const Hello& h, const int* fds, int nfds) {
+  iovec iov{const_cast<Hello*>(&h), sizeof h};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  alignas(cmsghdr) char ctrl[CMSG_SPACE(2 * sizeof(int))] = {};
+  if (nfds > 0) {
+    msg.msg_control = ctrl;
+    msg.msg_controllen = CMSG_SPACE(nfds * sizeof(int));
+    cmsghdr* c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(nfds * sizeof(int));
+    std::memcpy(CMSG_DATA(c), fds, nfds * sizeof(int));
+  }
+  ssize_t n = sendmsg(sock, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+  if (n != static_cast<ssize_t>(sizeof h)) return Status::Unavailable("shm: sendmsg: {}", std::strerror(errno));
+  return {};
+}
+
+Result<Hello> recv_hello(int sock, int fds[2]) {
+  fds[0] = fds[1] = -1;
+  Hello h;
+  iovec iov{&h, sizeof h};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  alignas(cmsghdr) char ctrl[CMSG_SPACE(2 * sizeof(int))] = {};
+  msg.msg_control = ctrl;
+  msg.msg_controllen = sizeof ctrl;
+  ssize_t n = recvmsg(sock, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return Status::Timeout("no message yet");
+  if (n < 0) return Status::Unavailable("shm: recvmsg: {}", std::strerror(errno));
+  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
+    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+    size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    for (size_t i = 0; i < count; ++i) {
+      int fd;
+      std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
+      if (i < 2) fds[i] = fd;
+      else close(fd);
+    }
+  }
+  if (n == 0) return Status::Unavailable("the peer closed its shared-memory socket");
+  if (n != static_cast<ssize_t>(sizeof h) || h.magic != SegmentHeader::kMagic)
+    return Status::Protocol("shm: not a podnet hello ({} bytes)", n);
+  if (h.version != SegmentHeader::kVersion)
+    return Status::Protocol("shm: peer speaks version {}, this podnet version {}", h.version, SegmentHeader::kVersion);
+  return h;
+}
+
+bool probe_cma(pid_t pid, uint64_t addr, uint64_t expect) {
+  uint64_t got = 0;
+  iovec local{&got, sizeof got};
+  iovec remote{reinterpret_cast<void*>(addr), sizeof got};
+  return process_vm_readv(pid, &local, 1, &remote, 1, 0) == static_cast<ssize_t>(sizeof got) && got == expect;
+}
+
+Channel::~Channel() {
+  if (base_ != nullptr) munmap(base_, bytes_);
+  if (memfd_ >= 0) close(memfd_);
+  if (sock_ >= 0) close(sock_);
+  int db = peer_doorbell_.load();
+  if (db >= 0) close(db);
+}
+
+Status Channel::map(int memfd, size_t bytes, bool init) {
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
+  if (p == MAP_FAILED) return Status::Unavailable("shm: mmap {} bytes: {}", bytes, std::strerror(errno));
+  base_ = p;
+  bytes_ = bytes;
+  auto* b = static_cast<std::byte*>(p);
+  seg_ = reinterpret_cast<SegmentHeader*>(b);
+  size_t ring = (bytes - kDataOffset) / 2;
+  auto* req_ctl = reinterpret_cast<RingCtl*>(b + kCtlOffset);
+  auto* rep_ctl = reinterpret_cast<RingCtl*>(b + kCtlOffset + sizeof(RingCtl));
+  if (init) {
+    new (seg_) SegmentHeader{};
+    seg_->ring_bytes = static_cast<uint32_t>(ring);
+    seg_->version = SegmentHeader::kVersion;
+    new (req_ctl) RingCtl{};
+    new (rep_ctl) RingCtl{};
+    seg_->magic = SegmentHeader::kMagic;
+  } else if (seg_->magic != SegmentHeader::kMagic || seg_->ring_bytes != ring) {
+    return Status::Protocol("shm: the peer's segment is not a podnet segment of {} bytes", bytes);
+  }
+  std::byte* req_data = b + kDataOffset;
+  std::byte* rep_data = req_data + ring;
+  if (role_ == Role::kConnector) {
+    tx_.init(req_ctl, req_data, ring);
+    rx_.init(rep_ctl, rep_data, ring);
+  } else {
+    tx_.init(rep_ctl, rep_data, ring);
+    rx_.init(req_ctl, req_data, ring);
+  }
+  return {};
+}
+
+Result<std::shared_ptr<Channel>> Channel::connect(const std::string& socket_name, size_t ring_bytes, uint64_t my_id,
+                                                  int my_rank, int my_doorbell) {
+  std::shared_ptr<Channel> c(new Channel());
+  c->role_ = Role::kConnector;
+  c->memfd_ = memfd_create("podnet-shm", MFD_CLOEXEC);
+  if (c->memfd_ < 0) return Status::Unavailable("shm: memfd_create: {}", std::strerror(errno));
+  size_t bytes = segment_bytes(ring_bytes);
+  if (ftruncate(c->memfd_, static_cast<off_t>(bytes)) != 0)
+    return Status::Unavailable("shm: ftruncate {} bytes: {}", bytes, std::strerror(errno));
+  PODNET_RETURN_IF_ERROR(c->map(c->memfd_, bytes, /*init=*/true));
+
+  c->sock_ = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (c->sock_ < 0) return Status::Unavailable("shm: socket: {}", std::strerror(errno));
+  sockaddr_un sa{};
+  sa.sun_family = AF_UNIX;
+  if (socket_name.size() + 1 > sizeof sa.sun_path) return Status::InvalidArgument("shm: socket name too long");
+  std::memcpy(sa.sun_path + 1, socket_name.data(), socket_name.size());  // abstract namespace
+  socklen_t len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + socket_name.size());
+  int rc = -1;
+  for (int attempt = 0; attempt < 200; ++attempt) {  // EAGAIN: the listener's backlog is full
+    rc = ::connect(c->sock_, reinterpret_cast<sockaddr*>(&sa), len);
+    if (rc == 0 || errno != EAGAIN) break;
+    usleep(1000);
+  }
+  if (rc != 0) return Status::Unavailable("shm: connect to @{}: {}", socket_name, std::strerror(errno));
+  Hello h;
+  h.ctx_id = my_id;
+  h.rank = my_rank;
+  h.pid = getpid();
+  h.probe_addr = reinterpret_cast<uint64_t>(&c->seg_->magic);
+  int fds[2] = {c->memfd_, my_doorbell};
+  PODNET_RETURN_IF_ERROR(send_hello(c->sock_, h, fds, 2));
+  return c;
+}
+
+Result<std::shared_ptr<Channel>> Channel::accept(int sock, int memfd, int peer_doorbell, pid_t peer_pid) {
+  std::shared_ptr<Channel> c(new Channel());
+  c->role_ = Role::kAcceptor;
+  c->sock_ = sock;
+  c->memfd_ = memfd;
+  c->peer_doorbell_.store(peer_doorbell);
+  c->peer_pid_ = peer_pid;
+  struct stat st {};
+  if (fstat(memfd, &st) != 0) return Status::Unavailable("shm: fstat: {}", std::strerror(errno));
+  PODNET_RETURN_IF_ERROR(c->map(memfd, static_cast<size_t>(st.st_size), /*init=*/false));
+  c->ready_.store(true, std::memory_order_release);
+  return c;
+}
+
+void Channel::set_ready(pid_t peer_pid, bool cma, int peer_doorbell) {
+  peer_pid_ = peer_pid;
+  peer_doorbell_.store(peer_doorbell, std::memory_order_release);
+  cma_.store(cma, std::memory_order_release);
+  ready_.store(true, std::memory_order_release);
+}
+
+Status Channel::send_reply(bool cma, int my_doorbell) {
+  Hello h;
+  h.kind = Hello::kReply;
+  h.pid = getpid();
+  h.cma = cma ? 1 : 0;
+  return send_hello(sock_, h, &my_doorbell, 1);
+}
+
+void Channel::say_bye() {
+  Hello h;
+  h.kind = Hello::kBye;
+  (void)send_hello(sock_, h, nullptr, 0);
+}
+
+void Channel::hang_up() { ::shutdown(sock_, SHUT_RDWR); }
+
+void Channel::ring_peer() {
+  int fd = peer_doorbell_.load(std::memory_order_acquire);
+  if (fd < 0) return;  // the acceptor polls its rings right after it attaches
+  uint64_t one = 1;
+  ssize_t n = write(fd, &one, sizeof one);
+  (void)n;  // EAGAIN: a wake-up is pending already
+}
+
+bool Channel::emit(OutOp& op) {
+  const size_t frag = max_fragment();
+  const std::byte* src = op.owned.empty() ? op.src : reinterpret_cast<const std::byte*>(op.owned.data());
+  do {
+    size_t chunk = op.fragments ? std::min(frag, op.len - op.done) : op.len;
+    RecHdr* h = tx_.reserve(record_bytes(chunk));
+    if (h == nullptr) return false;
+    *h = op.hdr;
+    h->plen = static_cast<uint32_t>(chunk);
+    if (op.fragments) {
+      h->aux = op.done;
+      h->flags = static_cast<uint8_t>(op.hdr.flags & ~(kFirst | kLast | kNotify));
+      if (op.done == 0) h->flags |= kFirst;
+      if (op.done + chunk == op.len) h->flags |= (kLast | (op.hdr.flags & kNotify));
+    }
+    if (chunk > 0) std::memcpy(payload(h), src + op.done, chunk);
+    tx_.commit();
+    op.done += chunk;
+  } while (op.done < op.len);
+  return true;
+}
+
+void Channel::post(OutOp op, Completions& done) {
+  std::lock_guard lk(tx_mu_);
+  if (queued_.empty() && ready()) {
+    bool finished = emit(op);
+    if (tx_.publish()) ring_peer();
+    if (finished) {
+      if (op.on_emitted) done.push_back(std::move(op.on_emitted));
+      return;
+    }
+  }
+  queued_.push_back(std::move(op));
+  has_queued_.store(true, std::memory_order_release);
+}
+
+Completions Channel::clear_queued() {
+  Completions reqs;
+  std::lock_guard lk(tx_mu_);
+  for (auto& op : queued_)
+    if (op.on_emitted) reqs.push_back(std::move(op.on_emitted));
+  queued_.clear();
+  has_queued_.store(false, std::memory_order_release);
+  return reqs;
+}
+
+int Channel::drain(Completions& done) {
+  if (!has_queued_.load(std::memory_order_acquire) || !ready()) return 0;
+  std::unique_lock lk(tx_mu_, std::try_to_lock);
+  if (!lk.owns_lock()) return 0;
+  int n = 0;
+  while (!queued_.empty() && n < kMaxRecordsPerDrain) {
+    OutOp& op = queued_.front();
+    bool finished = emit(op);
+    if (!finished) break;
+    if (op.on_emitted) done.push_back(std::move(op.on_emitted));
+    queued_.pop_front();
+    ++n;
+  }
+  has_queued_.store(!queued_.empty(), std::memory_order_release);
+  if (tx_.publish()) ring_peer();
+  return n;
+}
+
+bool Channel::has_queued() { return has_queued_.load(std::memory_order_acquire); }
+
+bool Channel::arm() {
+  {
+    std::unique_lock lk(rx_mu_, std::try_to_lock);
+    if (!lk.owns_lock()) return false;  // someone is consuming right now
+    if (!rx_.arm()) return false;
+  }
+  if (has_queued() && ready()) {
+    std::unique_lock lk(tx_mu_, std::try_to_lock);
+    if (!lk.owns_lock()) return false;
+    if (!queued_.empty()) {
+      size_t next = record_bytes(std::min(max_fragment(), queued_.front().len - queued_.front().done));
+      if (!tx_.arm_for_space(next)) return false;
+    }
+  }
+  return true;
+}
+
+void Channel::disarm() {
+  rx_.disarm();
+  tx_.disarm();
+}
+
+void Channel::beat() noexcept {
+  seg_->heartbeat[role_ == Role::kConnector ? 0 : 1].fetch_add(1, std::memory_order_relaxed);
+}
+
+uint64_t Channel::peer_heartbeat() const noexcept {
+  return seg_->heartbeat[role_ == Role::kConnector ? 1 : 0].load(std::memory_order_relaxed);
+}
+
+}  // namespace podnet::shm

@@ -1,0 +1,159 @@
+// One shared-memory channel: a memfd segment made by the side that connects, holding a
+// request ring (connector -> acceptor) and a reply ring (acceptor -> connector), plus the
+// Unix socket the segment's descriptors travelled over, which stays open as the liveness
+// signal (a dead peer's socket hangs up at once). Like a TCP connection, a channel carries
+// one side's requests and the replies to them; two peers that both connect use two
+// channels, so no connection race ever needs resolving.
+//
+// Nothing is named in /dev/shm: the segment is a memfd passed with SCM_RIGHTS, so it goes
+// away with the last process that maps it, however that process ends.
+//
+// Thread-safety: the producer side (post/drain) is serialised by tx_mu; the consumer side
+// by rx_mu, taken with try_lock by whoever polls. Requests are never completed with either
+// lock held (completions are handed back to the caller).
+#pragma once
+
+#include <podnet/status.h>
+
+#include <atomic>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "transport/progress.h"
+#include "transport/request.h"
+#include "transport/shm/ring.h"
+
+namespace podnet::shm {
+
+// The segment's first page.
+struct SegmentHeader {
+  static constexpr uint64_t kMagic = 0x706f646e65747368ull;  // "podnetsh"
+  static constexpr uint32_t kVersion = 1;
+  uint64_t magic;
+  uint32_t version;
+  uint32_t ring_bytes;
+  alignas(kCacheLine) std::atomic<uint64_t> heartbeat[2];  // [0] connector, [1] acceptor
+};
+
+// The messages on a channel's Unix socket (SOCK_SEQPACKET: one message per send).
+struct Hello {
+  enum Kind : uint32_t { kHello = 1, kReply = 2, kBye = 3 };
+  uint64_t magic = SegmentHeader::kMagic;
+  uint32_t version = SegmentHeader::kVersion;
+  uint32_t kind = kHello;
+  uint64_t ctx_id = 0;
+  int32_t rank = -1;
+  int32_t pid = 0;
+  uint64_t probe_addr = 0;  // hello: an address in the connector holding kMagic
+  uint32_t cma = 0;         // reply: the acceptor reached the probe address
+  uint32_t pad = 0;
+};
+// Sends `h` with up to two descriptors; receives one message and up to two descriptors
+// (-1 where none came). Both are non-blocking.
+Status send_hello(int sock, const Hello& h, const int* fds, int nfds);
+Result<Hello> recv_hello(int sock, int fds[2]);
+// Whether this process can read `len` bytes at `addr` in `pid` and they equal `expect`.
+bool probe_cma(pid_t pid, uint64_t addr, uint64_t expect);
+
+// An outgoing operation waiting for ring space: one record, or a payload split over several
+// fragment records (kFirst/kLast flags, aux = offset).
+struct OutOp {
+  RecHdr hdr{};
+  const std::byte* src = nullptr;  // payload (the user's buffer or `owned`)
+  size_t len = 0;
+  size_t done = 0;
+  bool fragments = false;          // split `len` into fragments (else one record, payload len)
+  std::shared_ptr<detail::RequestState> on_emitted;  // completes when the last byte is in the ring
+  std::shared_ptr<void> keep;      // holds a pinned region or a buffer while queued
+  std::string owned;
+};
+
+using Completions = std::vector<std::shared_ptr<detail::RequestState>>;
+
+class Channel {
+ public:
+  enum class Role { kConnector, kAcceptor };
+  ~Channel();
+
+  // Connector: makes the segment, connects to the peer's socket and sends the hello.
+  static Result<std::shared_ptr<Channel>> connect(const std::string& socket_name, size_t ring_bytes,
+                                                  uint64_t my_id, int my_rank, int my_doorbell);
+  // Acceptor: maps the segment from a received hello (fds are owned by the channel).
+  static Result<std::shared_ptr<Channel>> accept(int sock, int memfd, int peer_doorbell, pid_t peer_pid);
+
+  Role role() const noexcept { return role_; }
+  int sock() const noexcept { return sock_; }
+  pid_t peer_pid() const noexcept { return peer_pid_; }
+  bool ready() const noexcept { return ready_.load(std::memory_order_acquire); }
+  // The acceptor can read and write the connector's memory (process_vm_readv/writev).
+  bool cma() const noexcept { return cma_.load(std::memory_order_acquire); }
+  size_t max_fragment() const noexcept { return tx_.capacity() / 4 - sizeof(RecHdr); }
+
+  // Connector: the acceptor's reply arrived.
+  void set_ready(pid_t peer_pid, bool cma, int peer_doorbell);
+  // Acceptor: tell the connector our pid, whether we can reach its memory, our doorbell.
+  Status send_reply(bool cma, int my_doorbell);
+  void set_cma(bool cma) { cma_.store(cma, std::memory_order_release); }
+
+  // Producer: queues `op` (emits it at once when nothing is queued and there is room).
+  // Requests whose payload is now in the ring are appended to `done`.
+  void post(OutOp op, Completions& done);
+  // Emits queued operations while there is room. Returns operations fully emitted.
+  int drain(Completions& done);
+  bool has_queued();
+  // The endpoint failed: drops queued operations, returning the requests they would complete.
+  Completions clear_queued();
+
+  // Consumer: calls fn(const RecHdr&) for up to `max` records. fn must not block.
+  template <typename F>
+  int consume(int max, F&& fn) {
+    std::unique_lock lk(rx_mu_, std::try_to_lock);
+    if (!lk.owns_lock()) return 0;
+    int n = 0;
+    for (; n < max; ++n) {
+      const RecHdr* h = rx_.peek();
+      if (h == nullptr) break;
+      fn(*h);
+      rx_.consume(h);
+    }
+    if (n > 0 && rx_.release()) ring_peer();
+    return n;
+  }
+
+  bool arm();      // before blocking: false when there is work
+  void disarm();
+
+  void beat() noexcept;        // our heartbeat
+  uint64_t peer_heartbeat() const noexcept;
+  void say_bye();              // graceful close: the peer will not treat our absence as failure
+  void hang_up();              // the peer sees its socket close (the descriptor stays valid)
+
+ private:
+  Channel() = default;
+  Status map(int memfd, size_t bytes, bool init);
+  bool emit(OutOp& op);  // true when fully emitted
+  void ring_peer();
+
+  Role role_ = Role::kConnector;
+  int sock_ = -1;
+  int memfd_ = -1;
+  std::atomic<int> peer_doorbell_{-1};
+  pid_t peer_pid_ = 0;
+  std::atomic<bool> ready_{false};
+  std::atomic<bool> cma_{false};
+  void* base_ = nullptr;
+  size_t bytes_ = 0;
+  SegmentHeader* seg_ = nullptr;
+
+  std::mutex tx_mu_;
+  RingWriter tx_;
+  std::deque<OutOp> queued_;
+  std::atomic<bool> has_queued_{false};
+  std::mutex rx_mu_;
+  RingReader rx_;
+};
+
+}  // namespace podnet::shm

@@ -1,0 +1,572 @@
+#include "transport/shm/endpoint.h"
+
+#include <sys/uio.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "base/clock.h"
+#include "base/log.h"
+#include "transport/shm/transport.h"
+
+namespace podnet::shm {
+
+using detail::RequestState;
+
+namespace {
+constexpr int kRecordsPerPoll = 64;
+
+void complete_all(Completions& done) {
+  for (auto& r : done) r->complete(Status::Ok());
+  done.clear();
+}
+
+// Copies len bytes between this process and `pid` (one copy, by the kernel). `into_peer`:
+// local -> peer (process_vm_writev), else peer -> local.
+Status cross_copy(pid_t pid, std::byte* local, uint64_t remote, size_t len, bool into_peer) {
+  size_t done = 0;
+  while (done < len) {
+    iovec l{local + done, len - done};
+    iovec r{reinterpret_cast<void*>(remote + done), len - done};
+    ssize_t n = into_peer ? process_vm_writev(pid, &l, 1, &r, 1, 0) : process_vm_readv(pid, &l, 1, &r, 1, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0)
+      return Status::Unavailable("cross-memory {} of {} bytes at {:#x} in pid {}: {}",
+                                 into_peer ? "write" : "read", len, remote, pid,
+                                 n == 0 ? "no progress" : std::strerror(errno));
+    done += static_cast<size_t>(n);
+  }
+  return {};
+}
+}  // namespace
+
+ShmEndpoint::ShmEndpoint(ShmTransport* transport, uint64_t peer_id, int peer_rank, std::string peer_socket,
+                         pid_t peer_pid)
+    : transport_(transport),
+      peer_id_(peer_id),
+      peer_rank_(peer_rank),
+      peer_socket_(std::move(peer_socket)),
+      peer_pid_(peer_pid),
+      created_ns_(now_ns()) {}
+
+ShmEndpoint::~ShmEndpoint() = default;
+
+std::string ShmEndpoint::peer_name() const { return fmt::format("rank {} (shm pid {})", peer_rank_, peer_pid_.load()); }
+
+std::shared_ptr<Channel> ShmEndpoint::out() {
+  std::lock_guard lk(ch_mu_);
+  return out_;
+}
+
+std::shared_ptr<Channel> ShmEndpoint::in() {
+  std::lock_guard lk(ch_mu_);
+  return in_;
+}
+
+Result<std::shared_ptr<Channel>> ShmEndpoint::start_outgoing() {
+  std::lock_guard lk(ch_mu_);
+  if (out_) return std::shared_ptr<Channel>();
+  const auto& o = transport_->options();
+  auto ch = Channel::connect(peer_socket_, o.ring_bytes, transport_->ctx_id(), transport_->rank(),
+                             transport_->doorbell());
+  if (!ch.ok()) return ch.status().with_context("connect to {}", peer_name());
+  out_ = *ch;
+  return out_;
+}
+
+Status ShmEndpoint::attach_incoming(std::shared_ptr<Channel> c) {
+  std::lock_guard lk(ch_mu_);
+  if (in_) return Status::Protocol("{} connected twice", peer_name());
+  peer_pid_.store(c->peer_pid());
+  in_ = std::move(c);
+  return {};
+}
+
+void ShmEndpoint::on_reply(const Hello& reply, int peer_doorbell) {
+  auto ch = out();
+  if (!ch) return;
+  peer_pid_.store(reply.pid);
+  ch->set_ready(reply.pid, reply.cma != 0 && transport_->options().cma, peer_doorbell);
+  PODNET_INFO(kNet, "shm channel to {} ready (single-copy {})", peer_name(), ch->cma() ? "on" : "off");
+  Completions done;
+  ch->drain(done);
+  complete_all(done);
+}
+
+Status ShmEndpoint::health() const {
+  std::lock_guard lk(mu_);
+  return failed_;
+}
+
+std::shared_ptr<RequestState> ShmEndpoint::new_request(const char* op) {
+  return std::make_shared<RequestState>(&transport_->engine(), op, next_seq_.fetch_add(1, std::memory_order_relaxed));
+}
+
+Status ShmEndpoint::op_failure(const RequestState& r, const Status& why) const {
+  return Status(why.code(), fmt::format("{} seq {} with {}: {}", r.op(), r.seq(), peer_name(), why.message()));
+}
+
+ShmEndpoint::Req ShmEndpoint::failed_request(const char* op, const Status& why) {
+  auto r = new_request(op);
+  r->complete(op_failure(*r, why));
+  return r;
+}
+
+Status ShmEndpoint::track(uint64_t seq, Op op) {
+  std::lock_guard lk(mu_);
+  if (!failed_.ok()) return failed_;
+  ops_.emplace(seq, std::move(op));
+  return {};
+}
+
+void ShmEndpoint::post(Channel& ch, OutOp op) {
+  Completions done;
+  ch.post(std::move(op), done);
+  if (ch.has_queued()) transport_->engine().wake();  // the background thread drains it
+  complete_all(done);
+}
+
+ShmEndpoint::Req ShmEndpoint::write(const detail::RegionState& local, size_t local_off, const RemoteKey& remote,
+                                    uint64_t remote_off, size_t len, const uint64_t* imm) {
+  const char* name = imm != nullptr ? "write_notify" : "write";
+  auto ch = out();
+  if (!ch) return failed_request(name, Status::Unavailable("not connected"));
+  auto req = new_request(name);
+  req->bytes = len;
+  if (Status why = track(req->seq(), Op{req}); !why.ok()) {
+    req->complete(op_failure(*req, why));
+    return req;
+  }
+  OutOp op;
+  op.hdr.seq = req->seq();
+  op.hdr.key = remote.key;
+  op.hdr.addr = remote.addr + remote_off;
+  op.hdr.len = len;
+  op.hdr.imm = imm != nullptr ? *imm : 0;
+  op.hdr.flags = imm != nullptr ? kNotify : 0;
+  const std::byte* src = local.base + local_off;
+  if (ch->ready() && ch->cma() && len > transport_->options().eager_max) {
+    op.hdr.type = Rec::kWriteCma;
+    op.hdr.aux = reinterpret_cast<uint64_t>(src);
+  } else {
+    op.hdr.type = Rec::kWrite;
+    op.src = src;
+    op.len = len;
+    op.fragments = true;
+  }
+  post(*ch, std::move(op));
+  return req;
+}
+
+ShmEndpoint::Req ShmEndpoint::read(const detail::RegionState& local, size_t local_off, const RemoteKey& remote,
+                                   uint64_t remote_off, size_t len) {
+  auto ch = out();
+  if (!ch) return failed_request("read", Status::Unavailable("not connected"));
+  auto req = new_request("read");
+  req->bytes = len;
+  std::byte* dst = local.base + local_off;
+  if (Status why = track(req->seq(), Op{req, dst, len}); !why.ok()) {
+    req->complete(op_failure(*req, why));
+    return req;
+  }
+  OutOp op;
+  op.hdr.type = Rec::kRead;
+  op.hdr.seq = req->seq();
+  op.hdr.key = remote.key;
+  op.hdr.addr = remote.addr + remote_off;
+  op.hdr.len = len;
+  op.hdr.aux = reinterpret_cast<uint64_t>(dst);
+  post(*ch, std::move(op));
+  return req;
+}
+
+ShmEndpoint::Req ShmEndpoint::send(const void* buf, size_t len, uint64_t tag) {
+  auto ch = out();
+  if (!ch) return failed_request("send", Status::Unavailable("not connected"));
+  auto req = new_request("send");
+  req->bytes = len;
+  req->tag = tag;
+  OutOp op;
+  op.hdr.seq = req->seq();
+  op.hdr.key = tag;
+  op.hdr.len = len;
+  if (ch->ready() && ch->cma() && len > transport_->options().eager_max) {
+    {
+      std::lock_guard lk(mu_);
+      if (!failed_.ok()) {
+        req->complete(op_failure(*req, failed_));
+        return req;
+      }
+      sends_.emplace(req->seq(), Op{req});
+    }
+    op.hdr.type = Rec::kRts;
+    op.hdr.aux = reinterpret_cast<uint64_t>(buf);
+  } else {
+    if (failed_flag_.load(std::memory_order_acquire)) {
+      req->complete(op_failure(*req, health()));
+      return req;
+    }
+    op.hdr.type = Rec::kSend;
+    op.src = static_cast<const std::byte*>(buf);
+    op.len = len;
+    op.fragments = true;
+    op.on_emitted = req;
+  }
+  post(*ch, std::move(op));
+  return req;
+}
+
+ShmEndpoint::Req ShmEndpoint::recv(void* buf, size_t capacity, uint64_t tag, uint64_t mask) {
+  auto req = new_request("recv");
+  detail::PostedRecv r{static_cast<std::byte*>(buf), capacity, tag, mask, req};
+  auto msg = matcher_.post(r);
+  if (!msg) return req;  // queued, attached, or failed by the matcher
+  if (msg->rendezvous) pull_rendezvous(std::move(r), msg->rdv_id, msg->length, msg->tag);
+  else detail::deliver_eager(r, msg->data.data(), msg->length, msg->tag);
+  return req;
+}
+
+ShmEndpoint::Req ShmEndpoint::recv_notify() {
+  auto req = new_request("recv_notify");
+  if (auto imm = matcher_.post_notify(req)) {
+    req->imm = *imm;
+    req->complete(Status::Ok());
+  }
+  return req;
+}
+
+void ShmEndpoint::pull_rendezvous(detail::PostedRecv recv, uint64_t seq, size_t len, uint64_t tag) {
+  uint64_t src = 0;
+  {
+    std::lock_guard lk(mu_);
+    auto it = rts_src_.find(seq);
+    if (it != rts_src_.end()) {
+      src = it->second;
+      rts_src_.erase(it);
+    }
+  }
+  Status st;
+  if (len > recv.capacity) {
+    detail::deliver_eager(recv, nullptr, len, tag);  // completes with the size error
+    st = Status::InvalidArgument("the receiver's buffer ({} bytes) is smaller than the message ({} bytes)",
+                                 recv.capacity, len);
+  } else {
+    st = cross_copy(peer_pid_.load(), recv.buf, src, len, /*into_peer=*/false);
+    recv.req->bytes = len;
+    recv.req->tag = tag;
+    recv.req->complete(st.ok() ? st : op_failure(*recv.req, st));
+  }
+  RecHdr h{};
+  h.seq = seq;
+  reply(h, Rec::kFin, st, kLast);
+}
+
+void ShmEndpoint::reply(const RecHdr& req, Rec type, const Status& st, uint8_t flags) {
+  auto ch = in();
+  if (!ch) return;
+  OutOp op;
+  op.hdr.type = type;
+  op.hdr.seq = req.seq;
+  op.hdr.flags = flags;
+  op.hdr.code = static_cast<uint16_t>(st.code());
+  if (!st.ok()) {
+    op.owned = st.message().substr(0, 1024);
+    op.src = reinterpret_cast<const std::byte*>(op.owned.data());
+    op.len = op.owned.size();
+  }
+  post(*ch, std::move(op));
+}
+
+int ShmEndpoint::poll() {
+  int n = 0;
+  Completions done;
+  std::shared_ptr<Channel> o, i;
+  {
+    std::lock_guard lk(ch_mu_);
+    o = out_;
+    i = in_;
+  }
+  if (failed_flag_.load(std::memory_order_acquire)) {
+    // Sends posted while fail() swept the queues must not stay queued forever.
+    for (auto& ch : {o, i})
+      if (ch && ch->has_queued())
+        for (auto& r : ch->clear_queued()) r->complete(op_failure(*r, health()));
+  }
+  if (o) {
+    n += o->drain(done);
+    if (o->ready()) n += o->consume(kRecordsPerPoll, [this](const RecHdr& h) { on_reply_record(h); });
+  }
+  if (i) {
+    n += i->consume(kRecordsPerPoll, [this](const RecHdr& h) { on_request(h); });
+    n += i->drain(done);
+  }
+  complete_all(done);
+  return n;
+}
+
+bool ShmEndpoint::arm() {
+  std::shared_ptr<Channel> o, i;
+  {
+    std::lock_guard lk(ch_mu_);
+    o = out_;
+    i = in_;
+  }
+  if (o && o->ready() && !o->arm()) return false;
+  if (i && !i->arm()) return false;
+  return true;
+}
+
+void ShmEndpoint::disarm() {
+  std::shared_ptr<Channel> o, i;
+  {
+    std::lock_guard lk(ch_mu_);
+    o = out_;
+    i = in_;
+  }
+  if (o) o->disarm();
+  if (i) i->disarm();
+}
+
+void ShmEndpoint::on_request(const RecHdr& h) {
+  switch (h.type) {
+    case Rec::kSend:
+      on_send_fragment(h);
+      break;
+    case Rec::kRts: {
+      auto msg = std::make_shared<detail::UnexpectedMsg>();
+      msg->tag = h.key;
+      msg->length = h.len;
+      msg->rendezvous = true;
+      msg->rdv_id = h.seq;
+      {
+        std::lock_guard lk(mu_);
+        rts_src_[h.seq] = h.aux;
+      }
+      if (auto posted = matcher_.match_incoming(msg)) pull_rendezvous(std::move(*posted), h.seq, h.len, h.key);
+      break;
+    }
+    case Rec::kWrite:
+    case Rec::kWriteCma:
+      on_write(h);
+      break;
+    case Rec::kRead:
+      on_read(h);
+      break;
+    default:
+      PODNET_WARN(kNet, "unexpected shm record type {} from {}", static_cast<int>(h.type), peer_name());
+  }
+}
+
+void ShmEndpoint::on_send_fragment(const RecHdr& h) {
+  Incoming& in = incoming_;
+  if (h.flags & kFirst) {
+    in = Incoming{};
+    auto msg = std::make_shared<detail::UnexpectedMsg>();
+    msg->tag = h.key;
+    msg->length = h.len;
+    if (auto posted = matcher_.match_incoming(msg)) {
+      if (h.len > posted->capacity) {
+        detail::deliver_eager(*posted, nullptr, h.len, h.key);  // completes with the size error
+        in.discard = true;
+      } else {
+        in.dst = posted->buf;
+        in.posted = std::move(posted);
+      }
+    } else {
+      msg->data.resize(h.len);
+      in.dst = msg->data.data();
+      in.msg = std::move(msg);
+    }
+  }
+  if (!in.discard && h.plen > 0) {
+    if (h.aux + h.plen > h.len || (!in.posted && !in.msg)) {
+      PODNET_WARN(kNet, "shm message fragment out of order from {}", peer_name());
+      return;
+    }
+    std::memcpy(in.dst + h.aux, payload(&h), h.plen);
+  }
+  if (!(h.flags & kLast)) return;
+  if (in.posted) {
+    auto& req = in.posted->req;
+    req->bytes = h.len;
+    req->tag = h.key;
+    req->complete(Status::Ok());
+  } else if (in.msg) {
+    if (auto attached = matcher_.finish_unexpected(*in.msg))
+      detail::deliver_eager(*attached, in.msg->data.data(), in.msg->length, in.msg->tag);
+  }
+  in = Incoming{};
+}
+
+void ShmEndpoint::on_write(const RecHdr& h) {
+  auto pin = transport_->registry().acquire(h.key, h.addr, h.len, Access::kRemoteWrite);
+  Status st = pin.status();
+  if (st.ok()) {
+    auto* dst = reinterpret_cast<std::byte*>(h.addr);
+    if (h.type == Rec::kWrite) {
+      if (h.plen > 0 && h.aux + h.plen <= h.len) std::memcpy(dst + h.aux, payload(&h), h.plen);
+    } else {
+      st = cross_copy(peer_pid_.load(), dst, h.aux, h.len, /*into_peer=*/false);
+    }
+    pin->release();
+  }
+  bool last = h.type == Rec::kWriteCma || (h.flags & kLast);
+  if (last && st.ok() && (h.flags & kNotify)) {
+    if (auto req = matcher_.notify_incoming(h.imm)) {
+      req->imm = h.imm;
+      req->complete(Status::Ok());
+    }
+  }
+  if (last || !st.ok()) reply(h, Rec::kAck, st, last ? kLast : 0);
+}
+
+void ShmEndpoint::on_read(const RecHdr& h) {
+  auto pin = transport_->registry().acquire(h.key, h.addr, h.len, Access::kRemoteRead);
+  if (!pin.ok()) {
+    reply(h, Rec::kAck, pin.status(), kLast);
+    return;
+  }
+  auto ch = in();
+  if (!ch) return;
+  auto* src = reinterpret_cast<std::byte*>(h.addr);
+  if (ch->cma() && h.len > transport_->options().eager_max) {
+    Status st = cross_copy(peer_pid_.load(), src, h.aux, h.len, /*into_peer=*/true);
+    pin->release();
+    reply(h, Rec::kAck, st, kLast);
+    return;
+  }
+  OutOp op;
+  op.hdr.type = Rec::kReadData;
+  op.hdr.seq = h.seq;
+  op.hdr.len = h.len;
+  op.src = src;
+  op.len = h.len;
+  op.fragments = true;
+  op.keep = std::make_shared<detail::RegionPin>(std::move(pin).value());
+  post(*ch, std::move(op));
+}
+
+void ShmEndpoint::on_reply_record(const RecHdr& h) {
+  if (h.type == Rec::kFin) {
+    Op op;
+    {
+      std::lock_guard lk(mu_);
+      auto it = sends_.find(h.seq);
+      if (it == sends_.end()) return;
+      op = std::move(it->second);
+      sends_.erase(it);
+    }
+    Status st = h.code == 0 ? Status::Ok()
+                            : op_failure(*op.req, Status(static_cast<Code>(h.code),
+                                                         std::string(reinterpret_cast<const char*>(payload(&h)), h.plen)));
+    op.req->complete(st);
+    return;
+  }
+  if (h.type != Rec::kAck && h.type != Rec::kReadData) {
+    PODNET_WARN(kNet, "unexpected shm reply type {} from {}", static_cast<int>(h.type), peer_name());
+    return;
+  }
+  const bool last = (h.flags & kLast) != 0;
+  Op op;
+  {
+    std::lock_guard lk(mu_);
+    auto it = ops_.find(h.seq);
+    if (it == ops_.end()) return;
+    op = last ? std::move(it->second) : it->second;
+    if (last) ops_.erase(it);
+  }
+  if (h.type == Rec::kReadData) {
+    if (h.plen > 0 && h.aux + h.plen <= op.len) std::memcpy(op.dst + h.aux, payload(&h), h.plen);
+    if (last) op.req->complete(Status::Ok());
+    return;
+  }
+  if (h.code != 0) {
+    Status why(static_cast<Code>(h.code), std::string(reinterpret_cast<const char*>(payload(&h)), h.plen));
+    op.req->complete(op_failure(*op.req, why));
+  } else if (last) {
+    op.req->complete(Status::Ok());
+  }
+}
+
+void ShmEndpoint::check_liveness(Channel& ch, Liveness& l, int64_t now, const char* which) {
+  uint64_t hb = ch.peer_heartbeat();
+  if (hb != l.seen || l.since_ns == 0) {
+    l.seen = hb;
+    l.since_ns = now;
+    return;
+  }
+  int64_t silent_ms = (now - l.since_ns) / 1'000'000;
+  if (silent_ms > transport_->options().peer_timeout_ms)
+    fail(Status::PeerFailed("no data or heartbeat for {} ms on the {} shared-memory channel "
+                            "(PODNET_PEER_TIMEOUT_MS={}): the process is stopped or hung",
+                            silent_ms, which, transport_->options().peer_timeout_ms));
+}
+
+void ShmEndpoint::tick(int64_t now) {
+  if (failed_flag_.load(std::memory_order_acquire)) return;
+  std::shared_ptr<Channel> o, i;
+  {
+    std::lock_guard lk(ch_mu_);
+    o = out_;
+    i = in_;
+  }
+  if (i) {
+    i->beat();
+    check_liveness(*i, in_live_, now, "incoming");
+  }
+  if (o) {
+    o->beat();
+    if (o->ready()) {
+      check_liveness(*o, out_live_, now, "outgoing");
+    } else if ((now - created_ns_) / 1'000'000 > transport_->options().connect_timeout_ms) {
+      fail(Status::Timeout("no answer to the shared-memory hello within {} ms (PODNET_CONNECT_TIMEOUT_MS)",
+                           transport_->options().connect_timeout_ms));
+    }
+  }
+}
+
+void ShmEndpoint::close_gracefully() {
+  std::shared_ptr<Channel> o, i;
+  {
+    std::lock_guard lk(ch_mu_);
+    o = out_;
+    i = in_;
+  }
+  for (auto& ch : {o, i}) {
+    if (!ch) continue;
+    ch->say_bye();
+    ch->hang_up();
+  }
+}
+
+void ShmEndpoint::fail(const Status& why) {
+  std::unordered_map<uint64_t, Op> ops, sends;
+  {
+    std::lock_guard lk(mu_);
+    if (!failed_.ok()) return;
+    failed_ = why.ok() ? Status::Internal("endpoint failed without a reason") : why;
+    failed_flag_.store(true, std::memory_order_release);
+    ops.swap(ops_);
+    sends.swap(sends_);
+    rts_src_.clear();
+  }
+  if (why.code() == Code::kCancelled || graceful_.load())
+    PODNET_INFO(kNet, "{}: {}", peer_name(), why.message());
+  else
+    PODNET_WARN(kNet, "peer {} failed: {}", peer_name(), why.message());
+  for (auto& [seq, op] : ops) op.req->complete(op_failure(*op.req, why));
+  for (auto& [seq, op] : sends) op.req->complete(op_failure(*op.req, why));
+  std::shared_ptr<Channel> o, i;
+  {
+    std::lock_guard lk(ch_mu_);
+    o = out_;
+    i = in_;
+  }
+  for (auto& ch : {o, i}) {
+    if (!ch) continue;
+    for (auto& r : ch->clear_queued()) r->complete(op_failure(*r, why));
+  }
+  matcher_.fail(Status(why.code(), fmt::format("recv from {}: {}", peer_name(), why.message())));
+}
+
+}  // namespace podnet::shm

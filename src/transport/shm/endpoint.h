@@ -1,0 +1,120 @@
+// A shared-memory peer: the channel this side connected (its requests, and the replies to
+// them) and the channel the peer connected (the peer's requests, and our replies).
+//
+// Protocols (records in ring.h):
+//   write      <= eager max, or no cross-memory attach: kWrite fragments with the payload;
+//              the target checks key, bounds and rights, copies, and acks the last fragment
+//              (or any refused one). Larger: one kWriteCma; the target checks and pulls the
+//              data with process_vm_readv (one copy), then acks.
+//   read       kRead; the target checks, then either pushes the data with process_vm_writev
+//              and acks, or replies with kReadData fragments.
+//   send       <= eager max: kSend fragments (copied out of the ring at the receiver);
+//              larger: kRts; once a receive matches, the receiver pulls the payload with
+//              process_vm_readv straight into the receive buffer and replies kFin.
+//   write_notify  as write, with kNotify on the record that completes the data: the target
+//              delivers the immediate after placing the data (ring order = post order).
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_map>
+
+#include "transport/matcher.h"
+#include "transport/shm/channel.h"
+#include "transport/transport.h"
+
+namespace podnet::shm {
+
+class ShmTransport;
+
+class ShmEndpoint : public detail::TransportEndpoint, public std::enable_shared_from_this<ShmEndpoint> {
+ public:
+  ShmEndpoint(ShmTransport* transport, uint64_t peer_id, int peer_rank, std::string peer_socket, pid_t peer_pid);
+  ~ShmEndpoint() override;
+
+  Result<std::shared_ptr<Channel>> start_outgoing();  // nullptr when already started
+  Status attach_incoming(std::shared_ptr<Channel> c);
+  void on_reply(const Hello& reply, int peer_doorbell);
+
+  int peer_rank() const noexcept override { return peer_rank_; }
+  std::string peer_name() const override;
+  Req write(const detail::RegionState& local, size_t local_off, const RemoteKey& remote, uint64_t remote_off,
+            size_t len, const uint64_t* imm) override;
+  Req read(const detail::RegionState& local, size_t local_off, const RemoteKey& remote, uint64_t remote_off,
+           size_t len) override;
+  Req send(const void* buf, size_t len, uint64_t tag) override;
+  Req recv(void* buf, size_t capacity, uint64_t tag, uint64_t mask) override;
+  Req recv_notify() override;
+  Status health() const override;
+
+  int poll();
+  bool arm();
+  void disarm();
+  void tick(int64_t now_ns);
+  void set_graceful() { graceful_.store(true); }
+  void close_gracefully();
+  void fail(const Status& why);  // sticky; completes everything pending with the error
+
+ private:
+  struct Op {
+    std::shared_ptr<detail::RequestState> req;
+    std::byte* dst = nullptr;  // read: the local buffer
+    size_t len = 0;
+  };
+  // The eager message whose fragments are arriving on the incoming channel.
+  struct Incoming {
+    std::optional<detail::PostedRecv> posted;
+    std::shared_ptr<detail::UnexpectedMsg> msg;
+    std::byte* dst = nullptr;
+    bool discard = false;
+  };
+  struct Liveness {
+    uint64_t seen = 0;
+    int64_t since_ns = 0;
+  };
+
+  std::shared_ptr<detail::RequestState> new_request(const char* op);
+  Status op_failure(const detail::RequestState& r, const Status& why) const;
+  Req failed_request(const char* op, const Status& why);
+  std::shared_ptr<Channel> out();
+  std::shared_ptr<Channel> in();
+  // Records the operation unless the endpoint failed (then returns the sticky error).
+  Status track(uint64_t seq, Op op);
+  void post(Channel& ch, OutOp op);
+  void reply(const RecHdr& h, Rec type, const Status& st, uint8_t flags);
+  void on_request(const RecHdr& h);
+  void on_reply_record(const RecHdr& h);
+  void on_send_fragment(const RecHdr& h);
+  void on_write(const RecHdr& h);
+  void on_read(const RecHdr& h);
+  void pull_rendezvous(detail::PostedRecv recv, uint64_t seq, size_t len, uint64_t tag);
+  void check_liveness(Channel& ch, Liveness& l, int64_t now_ns, const char* which);
+
+  ShmTransport* transport_;
+  const uint64_t peer_id_;
+  const int peer_rank_;
+  const std::string peer_socket_;
+  std::atomic<pid_t> peer_pid_;
+  std::atomic<uint64_t> next_seq_{1};
+
+  mutable std::mutex ch_mu_;
+  std::shared_ptr<Channel> out_, in_;
+
+  mutable std::mutex mu_;  // ops_, sends_, rts_src_, failed_
+  std::unordered_map<uint64_t, Op> ops_;          // writes and reads waiting for replies
+  std::unordered_map<uint64_t, Op> sends_;        // rendezvous sends waiting for kFin
+  std::unordered_map<uint64_t, uint64_t> rts_src_;  // announced rendezvous: seq -> sender address
+  Status failed_;
+  std::atomic<bool> failed_flag_{false};
+  std::atomic<bool> graceful_{false};
+
+  detail::TagMatcher matcher_;
+  Incoming incoming_;                 // touched only while consuming the incoming channel
+  Liveness out_live_, in_live_;       // touched only by tick()
+  int64_t created_ns_ = 0;
+};
+
+}  // namespace podnet::shm
