@@ -27,6 +27,9 @@ Options:
   --big-iters N      timed calls per size from 1 MiB (default 5); warm-up: --big-warmup (1)
   --repeats N        run the whole sweep N times (tools interleaved); the table shows the
                      median per tool and size (default 1; use 3 on a shared machine)
+  --transport T      tcp (default): podnet over tcp against Open MPI forced to TCP and Gloo;
+                     shm: podnet over shared memory against Open MPI with its default
+                     shared-memory transport (--mca btl vader,self); Gloo is skipped (TCP only)
   --no-gloo          skip Gloo; --no-mpi: skip Open MPI
   --json FILE        also write every measurement and the table as JSON to FILE
   --podnet PATH      podnet binary (default: $PODNET, else build/tools/podnet/podnet, else PATH);
@@ -43,7 +46,7 @@ die() { echo "compare_coll.sh: $*" >&2; exit 1; }
 
 ranks_list="2 4"; max_arg=256M; colls="allreduce allgather broadcast alltoall"
 iters=20; warmup=5; big_iters=5; big_warmup=1; json_out=""; podnet_arg="${PODNET:-}"
-use_gloo=1; use_mpi=1; repeats=1
+use_gloo=1; use_mpi=1; repeats=1; transport=tcp
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --ranks) ranks_list="$2"; shift 2 ;;
@@ -56,6 +59,7 @@ while [[ $# -gt 0 ]]; do
     --json) json_out="$2"; shift 2 ;;
     --podnet) podnet_arg="$2"; shift 2 ;;
     --repeats) repeats="$2"; shift 2 ;;
+    --transport) transport="$2"; shift 2 ;;
     --no-gloo) use_gloo=0; shift ;;
     --no-mpi) use_mpi=0; shift ;;
     -h|--help) usage; exit 0 ;;
@@ -78,6 +82,11 @@ for c in $colls; do
 done
 [[ "$repeats" =~ ^[1-9][0-9]*$ ]] || { echo "bad --repeats $repeats" >&2; exit 2; }
 for n in $ranks_list; do [[ "$n" =~ ^[0-9]+$ && $n -ge 2 ]] || { echo "bad rank count $n" >&2; exit 2; }; done
+case "$transport" in
+  tcp) mpi_btl=(--mca btl tcp,self --mca btl_tcp_if_include lo) ;;
+  shm) mpi_btl=(--mca btl vader,self); use_gloo=0 ;;
+  *) echo "bad --transport $transport (tcp or shm)" >&2; exit 2 ;;
+esac
 
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
@@ -145,7 +154,8 @@ run_bg() {
 
 run_podnet() {  # N COLL MIN MAX ITERS WARM
   local n=$1 c=$2 out="$work/podnet.out"
-  if ! run_bg timeout 900 "$podnet" run -n "$n" --timeout 800 --env PODNET_IFNAME=lo -- \
+  if ! run_bg timeout 900 "$podnet" run -n "$n" --timeout 800 --env PODNET_IFNAME=lo \
+      --env PODNET_TRANSPORT="$transport" -- \
       "$podnet" bench coll "$c" -b "$3" -e "$4" -f 4 --json -n "$5" -w "$6" -c 0 \
       >"$out" 2>"$out.err"; then
     tail -20 "$out" "$out.err" >&2; die "podnet bench coll $c -n $n failed"
@@ -166,7 +176,7 @@ PY
 run_mpi() {  # N COLL MIN MAX ITERS WARM
   local n=$1 out="$work/mpi.out"
   if ! run_bg timeout 900 mpirun -n "$n" --allow-run-as-root --oversubscribe --bind-to none \
-      --mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo \
+      --mca pml ob1 "${mpi_btl[@]}" --mca oob_tcp_if_include lo \
       "$work/mpi_coll_bench" "$2" "$3" "$4" 4 "$5" "$6" >"$out" 2>"$out.err"; then
     tail -20 "$out" "$out.err" >&2; die "mpi_coll_bench $2 -n $n failed"
   fi
@@ -208,7 +218,7 @@ for l in open(sys.argv[1]):
 echo "# compare_coll: $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg);" \
   "$("$podnet" --version 2>/dev/null | head -1 || echo 'podnet ?');" \
   "$( ((use_mpi)) && mpirun --version 2>/dev/null | head -1 || echo 'no Open MPI')" \
-  "(pml ob1, btl tcp,self on lo);" \
+  "(pml ob1, ${mpi_btl[*]});" "podnet over $transport;" \
   "Gloo $( ((use_gloo)) && dpkg-query -W -f='${Version}' libgloo-dev 2>/dev/null || echo 'not used')"
 echo "# ranks: $ranks_list; sizes 8 B .. $max B; iters $iters (warm-up $warmup) below 1 MiB," \
   "$big_iters (warm-up $big_warmup) from 1 MiB; repeats $repeats"

@@ -31,7 +31,7 @@ Options:
   -h, --help        show this help
 
 Environment: PODNET_* settings (e.g. PODNET_TCP_STREAMS) apply to podnet as usual;
-PODNET_IFNAME is forced to "lo". Needs iperf3, sockperf and python3 (Debian packages
+PODNET_IFNAME is forced to "lo" and PODNET_TRANSPORT to tcp (the anchors are TCP tools). Needs iperf3, sockperf and python3 (Debian packages
 iperf3, sockperf, python3). Everything binds to and connects to 127.0.0.1 only; servers use
 free ports below the ephemeral range and are stopped on exit.
 
@@ -408,7 +408,7 @@ run_sockperf() {  # run_sockperf REPEAT
 podnet_job() {  # podnet_job OUT ARGS...: podnet run -n 2 -- podnet ARGS..., loopback only
   local out=$1
   shift
-  if ! run_client "$podnet" run -n 2 --timeout 300 --env PODNET_IFNAME=lo -- "$podnet" "$@" \
+  if ! run_client "$podnet" run -n 2 --timeout 300 --env PODNET_IFNAME=lo --env PODNET_TRANSPORT=tcp -- "$podnet" "$@" \
        >"$out" 2>"$out.err"; then
     show_log "$out"; show_log "$out.err"; die "podnet run -n 2 -- podnet $* failed"
   fi

@@ -6,15 +6,20 @@
 
 namespace podnet::detail {
 
-std::optional<PostedRecv> TagMatcher::match_incoming(const std::shared_ptr<UnexpectedMsg>& msg) {
-  std::lock_guard lk(mu_);
+std::optional<PostedRecv> TagMatcher::take_posted(uint64_t tag) {
   for (auto it = posted_.begin(); it != posted_.end(); ++it) {
-    if (it->matches(msg->tag)) {
+    if (it->matches(tag)) {
       PostedRecv r = std::move(*it);
       posted_.erase(it);
       return r;
     }
   }
+  return std::nullopt;
+}
+
+std::optional<PostedRecv> TagMatcher::match_incoming(const std::shared_ptr<UnexpectedMsg>& msg) {
+  std::lock_guard lk(mu_);
+  if (auto r = take_posted(msg->tag)) return r;
   unexpected_.push_back(msg);
   return std::nullopt;
 }
@@ -87,7 +92,7 @@ std::optional<uint64_t> TagMatcher::post_notify(std::shared_ptr<RequestState> re
 }
 
 void TagMatcher::fail(const Status& status) {
-  std::list<PostedRecv> posted;
+  std::deque<PostedRecv> posted;
   std::deque<std::shared_ptr<RequestState>> notify;
   std::vector<PostedRecv> attached;
   {

@@ -8,7 +8,6 @@
 
 #include <cstdint>
 #include <deque>
-#include <list>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -42,6 +41,15 @@ class TagMatcher {
   // Incoming message header: returns the posted receive it matches (removed from the posted
   // queue), or nullptr after queueing `msg` as unexpected.
   std::optional<PostedRecv> match_incoming(const std::shared_ptr<UnexpectedMsg>& msg);
+  // The same, but the unexpected message is only built (make()) when no receive matches: the
+  // common case of a posted receive allocates nothing. make() runs under the lock.
+  template <typename Make>
+  std::optional<PostedRecv> match_or_queue(uint64_t tag, Make&& make) {
+    std::lock_guard lk(mu_);
+    if (auto r = take_posted(tag)) return r;
+    unexpected_.push_back(make());
+    return std::nullopt;
+  }
   // Eager payload of an unexpected message finished arriving. Returns a receive that
   // attached meanwhile (the caller copies and completes it).
   std::optional<PostedRecv> finish_unexpected(UnexpectedMsg& msg);
@@ -60,8 +68,10 @@ class TagMatcher {
   void fail(const Status& status);
 
  private:
+  std::optional<PostedRecv> take_posted(uint64_t tag);  // with mu_ held
+
   std::mutex mu_;
-  std::list<PostedRecv> posted_;
+  std::deque<PostedRecv> posted_;
   std::deque<std::shared_ptr<UnexpectedMsg>> unexpected_;
   std::deque<std::shared_ptr<RequestState>> posted_notify_;
   std::deque<uint64_t> unexpected_notify_;

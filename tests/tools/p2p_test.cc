@@ -23,6 +23,8 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
+#include <set>
 #include <functional>
 #include <optional>
 #include <ostream>
@@ -282,8 +284,18 @@ std::string describe(const FaultRun& f) {
          f.verdict + "\n" + describe(f.outcome);
 }
 
+std::set<std::string> dev_shm_names() {
+  std::set<std::string> names;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator("/dev/shm", ec)) names.insert(e.path().string());
+  return names;
+}
+
 TEST(P2pPeerFailure, KilledPeerFailsTheWriterFast) {
+  const auto shm_before = dev_shm_names();
   FaultRun f = fault_run({"stream", "4194304"}, {"PODNET_PEER_TIMEOUT_MS=3000"}, SIGKILL, 0.3, "rank 0 error after");
+  // shm segments are memfds: a killed rank leaves nothing behind.
+  EXPECT_EQ(dev_shm_names(), shm_before) << describe(f);
   ASSERT_GT(f.pid1, 0) << "rank 1 never printed its pid\n" << describe(f);
   ASSERT_GE(f.t_signal, 0) << "the transfer never got going\n" << describe(f);
   ASSERT_GE(f.t_verdict, 0) << "rank 0 never reported the dead peer\n" << describe(f);

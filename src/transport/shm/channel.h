@@ -110,6 +110,7 @@ class Channel {
   // Consumer: calls fn(const RecHdr&) for up to `max` records. fn must not block.
   template <typename F>
   int consume(int max, F&& fn) {
+    if (!rx_.maybe_nonempty()) return 0;
     std::unique_lock lk(rx_mu_, std::try_to_lock);
     if (!lk.owns_lock()) return 0;
     int n = 0;
@@ -119,7 +120,7 @@ class Channel {
       fn(*h);
       rx_.consume(h);
     }
-    if (n > 0 && rx_.release()) ring_peer();
+    if (rx_.release()) ring_peer();
     return n;
   }
 

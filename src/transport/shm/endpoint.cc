@@ -71,6 +71,7 @@ Result<std::shared_ptr<Channel>> ShmEndpoint::start_outgoing() {
                              transport_->doorbell());
   if (!ch.ok()) return ch.status().with_context("connect to {}", peer_name());
   out_ = *ch;
+  out_raw_.store(out_.get(), std::memory_order_release);
   return out_;
 }
 
@@ -79,11 +80,12 @@ Status ShmEndpoint::attach_incoming(std::shared_ptr<Channel> c) {
   if (in_) return Status::Protocol("{} connected twice", peer_name());
   peer_pid_.store(c->peer_pid());
   in_ = std::move(c);
+  in_raw_.store(in_.get(), std::memory_order_release);
   return {};
 }
 
 void ShmEndpoint::on_reply(const Hello& reply, int peer_doorbell) {
-  auto ch = out();
+  Channel* ch = out_raw_.load(std::memory_order_acquire);
   if (!ch) return;
   peer_pid_.store(reply.pid);
   ch->set_ready(reply.pid, reply.cma != 0 && transport_->options().cma, peer_doorbell);
@@ -129,7 +131,7 @@ void ShmEndpoint::post(Channel& ch, OutOp op) {
 ShmEndpoint::Req ShmEndpoint::write(const detail::RegionState& local, size_t local_off, const RemoteKey& remote,
                                     uint64_t remote_off, size_t len, const uint64_t* imm) {
   const char* name = imm != nullptr ? "write_notify" : "write";
-  auto ch = out();
+  Channel* ch = out_raw_.load(std::memory_order_acquire);
   if (!ch) return failed_request(name, Status::Unavailable("not connected"));
   auto req = new_request(name);
   req->bytes = len;
@@ -160,7 +162,7 @@ ShmEndpoint::Req ShmEndpoint::write(const detail::RegionState& local, size_t loc
 
 ShmEndpoint::Req ShmEndpoint::read(const detail::RegionState& local, size_t local_off, const RemoteKey& remote,
                                    uint64_t remote_off, size_t len) {
-  auto ch = out();
+  Channel* ch = out_raw_.load(std::memory_order_acquire);
   if (!ch) return failed_request("read", Status::Unavailable("not connected"));
   auto req = new_request("read");
   req->bytes = len;
@@ -181,7 +183,7 @@ ShmEndpoint::Req ShmEndpoint::read(const detail::RegionState& local, size_t loca
 }
 
 ShmEndpoint::Req ShmEndpoint::send(const void* buf, size_t len, uint64_t tag) {
-  auto ch = out();
+  Channel* ch = out_raw_.load(std::memory_order_acquire);
   if (!ch) return failed_request("send", Status::Unavailable("not connected"));
   auto req = new_request("send");
   req->bytes = len;
@@ -262,7 +264,7 @@ void ShmEndpoint::pull_rendezvous(detail::PostedRecv recv, uint64_t seq, size_t 
 }
 
 void ShmEndpoint::reply(const RecHdr& req, Rec type, const Status& st, uint8_t flags) {
-  auto ch = in();
+  Channel* ch = in_raw_.load(std::memory_order_acquire);
   if (!ch) return;
   OutOp op;
   op.hdr.type = type;
@@ -280,51 +282,39 @@ void ShmEndpoint::reply(const RecHdr& req, Rec type, const Status& st, uint8_t f
 int ShmEndpoint::poll() {
   int n = 0;
   Completions done;
-  std::shared_ptr<Channel> o, i;
-  {
-    std::lock_guard lk(ch_mu_);
-    o = out_;
-    i = in_;
-  }
-  if (failed_flag_.load(std::memory_order_acquire)) {
+  Channel* o = out_raw_.load(std::memory_order_acquire);
+  Channel* i = in_raw_.load(std::memory_order_acquire);
+  if (failed_flag_.load(std::memory_order_relaxed)) {
     // Sends posted while fail() swept the queues must not stay queued forever.
-    for (auto& ch : {o, i})
-      if (ch && ch->has_queued())
+    for (Channel* ch : {o, i})
+      if (ch != nullptr && ch->has_queued())
         for (auto& r : ch->clear_queued()) r->complete(op_failure(*r, health()));
   }
-  if (o) {
+  if (o != nullptr) {
     n += o->drain(done);
     if (o->ready()) n += o->consume(kRecordsPerPoll, [this](const RecHdr& h) { on_reply_record(h); });
   }
-  if (i) {
+  if (i != nullptr) {
     n += i->consume(kRecordsPerPoll, [this](const RecHdr& h) { on_request(h); });
     n += i->drain(done);
   }
-  complete_all(done);
+  if (!done.empty()) complete_all(done);
   return n;
 }
 
 bool ShmEndpoint::arm() {
-  std::shared_ptr<Channel> o, i;
-  {
-    std::lock_guard lk(ch_mu_);
-    o = out_;
-    i = in_;
-  }
-  if (o && o->ready() && !o->arm()) return false;
-  if (i && !i->arm()) return false;
+  Channel* o = out_raw_.load(std::memory_order_acquire);
+  Channel* i = in_raw_.load(std::memory_order_acquire);
+  if (o != nullptr && o->ready() && !o->arm()) return false;
+  if (i != nullptr && !i->arm()) return false;
   return true;
 }
 
 void ShmEndpoint::disarm() {
-  std::shared_ptr<Channel> o, i;
-  {
-    std::lock_guard lk(ch_mu_);
-    o = out_;
-    i = in_;
-  }
-  if (o) o->disarm();
-  if (i) i->disarm();
+  Channel* o = out_raw_.load(std::memory_order_acquire);
+  Channel* i = in_raw_.load(std::memory_order_acquire);
+  if (o != nullptr) o->disarm();
+  if (i != nullptr) i->disarm();
 }
 
 void ShmEndpoint::on_request(const RecHdr& h) {
@@ -361,10 +351,15 @@ void ShmEndpoint::on_send_fragment(const RecHdr& h) {
   Incoming& in = incoming_;
   if (h.flags & kFirst) {
     in = Incoming{};
-    auto msg = std::make_shared<detail::UnexpectedMsg>();
-    msg->tag = h.key;
-    msg->length = h.len;
-    if (auto posted = matcher_.match_incoming(msg)) {
+    std::shared_ptr<detail::UnexpectedMsg> msg;
+    auto posted = matcher_.match_or_queue(h.key, [&] {
+      msg = std::make_shared<detail::UnexpectedMsg>();
+      msg->tag = h.key;
+      msg->length = h.len;
+      msg->data.resize(h.len);
+      return msg;
+    });
+    if (posted) {
       if (h.len > posted->capacity) {
         detail::deliver_eager(*posted, nullptr, h.len, h.key);  // completes with the size error
         in.discard = true;
@@ -373,7 +368,6 @@ void ShmEndpoint::on_send_fragment(const RecHdr& h) {
         in.posted = std::move(posted);
       }
     } else {
-      msg->data.resize(h.len);
       in.dst = msg->data.data();
       in.msg = std::move(msg);
     }
@@ -426,7 +420,7 @@ void ShmEndpoint::on_read(const RecHdr& h) {
     reply(h, Rec::kAck, pin.status(), kLast);
     return;
   }
-  auto ch = in();
+  Channel* ch = in_raw_.load(std::memory_order_acquire);
   if (!ch) return;
   auto* src = reinterpret_cast<std::byte*>(h.addr);
   if (ch->cma() && h.len > transport_->options().eager_max) {

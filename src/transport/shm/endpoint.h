@@ -101,7 +101,8 @@ class ShmEndpoint : public detail::TransportEndpoint, public std::enable_shared_
   std::atomic<uint64_t> next_seq_{1};
 
   mutable std::mutex ch_mu_;
-  std::shared_ptr<Channel> out_, in_;
+  std::shared_ptr<Channel> out_, in_;  // set once, kept until the endpoint dies
+  std::atomic<Channel*> out_raw_{nullptr}, in_raw_{nullptr};  // the same, for the lock-free poll
 
   mutable std::mutex mu_;  // ops_, sends_, rts_src_, failed_
   std::unordered_map<uint64_t, Op> ops_;          // writes and reads waiting for replies

@@ -140,6 +140,11 @@ class RingReader {
       tail_ += record_bytes(h->plen);
     }
   }
+  // Without the consumer's lock: false only when the ring is certainly empty (the released
+  // tail caught up with the published head).
+  bool maybe_nonempty() const {
+    return ctl_->head.load(std::memory_order_acquire) != ctl_->tail.load(std::memory_order_relaxed);
+  }
   // Releases the record peek() returned (its memory may be overwritten from now on).
   void consume(const RecHdr* h) { tail_ += record_bytes(h->plen); }
   // Makes released space visible; true when the producer asked for a wake-up.

@@ -135,8 +135,10 @@ ShmTransport::ShmTransport(detail::ProgressEngine& engine, detail::MemoryRegistr
       ctx_id_(ctx_id),
       rank_(rank),
       host_id_(std::move(host_id)),
-      options_(options),
-      list_(std::make_shared<const std::vector<std::shared_ptr<ShmEndpoint>>>()) {}
+      options_(options) {
+  lists_.push_back(std::make_unique<EndpointList>());
+  list_.store(lists_.back().get());
+}
 
 Result<std::unique_ptr<ShmTransport>> ShmTransport::create(detail::ProgressEngine& engine,
                                                            detail::MemoryRegistry& registry, uint64_t ctx_id, int rank,
@@ -176,11 +178,6 @@ ShmTransport::~ShmTransport() {
 
 std::string ShmTransport::address() const { return fmt::format("{},{},{}", host_id_, getpid(), socket_name_); }
 
-std::shared_ptr<const std::vector<std::shared_ptr<ShmEndpoint>>> ShmTransport::snapshot() {
-  std::lock_guard lk(mu_);
-  return list_;
-}
-
 std::shared_ptr<ShmEndpoint> ShmTransport::endpoint_for(uint64_t peer_id, int rank, const std::string& socket,
                                                         pid_t pid) {
   std::lock_guard lk(mu_);
@@ -188,9 +185,9 @@ std::shared_ptr<ShmEndpoint> ShmTransport::endpoint_for(uint64_t peer_id, int ra
   if (it != endpoints_.end()) return it->second;
   auto ep = std::make_shared<ShmEndpoint>(this, peer_id, rank, socket, pid);
   endpoints_[peer_id] = ep;
-  auto list = std::make_shared<std::vector<std::shared_ptr<ShmEndpoint>>>(*list_);
-  list->push_back(ep);
-  list_ = std::move(list);
+  lists_.push_back(std::make_unique<EndpointList>(*list_.load()));
+  lists_.back()->push_back(ep.get());
+  list_.store(lists_.back().get(), std::memory_order_release);
   return ep;
 }
 
@@ -271,28 +268,24 @@ void ShmTransport::on_hello(PendingAccept* p) {
 }
 
 int ShmTransport::poll() {
-  auto list = snapshot();
   int n = 0;
-  for (auto& ep : *list) n += ep->poll();
+  for (ShmEndpoint* ep : list()) n += ep->poll();
   return n;
 }
 
 bool ShmTransport::arm() {
-  auto list = snapshot();
-  for (auto& ep : *list)
+  for (ShmEndpoint* ep : list())
     if (!ep->arm()) return false;
   return true;
 }
 
 void ShmTransport::disarm() {
-  auto list = snapshot();
-  for (auto& ep : *list) ep->disarm();
+  for (ShmEndpoint* ep : list()) ep->disarm();
 }
 
 void ShmTransport::housekeeping() {
   int64_t now = now_ns();
-  auto list = snapshot();
-  for (auto& ep : *list) ep->tick(now);
+  for (ShmEndpoint* ep : list()) ep->tick(now);
 }
 
 void ShmTransport::shutdown() {

@@ -7,6 +7,7 @@
 
 #include <podnet/status.h>
 
+#include <atomic>
 #include <deque>
 #include <memory>
 #include <mutex>
@@ -83,7 +84,8 @@ class ShmTransport : public detail::Transport, public detail::Poller {
   void accept_ready();
   void on_hello(PendingAccept* pending);
   std::shared_ptr<ShmEndpoint> endpoint_for(uint64_t peer_id, int rank, const std::string& socket, pid_t pid);
-  std::shared_ptr<const std::vector<std::shared_ptr<ShmEndpoint>>> snapshot();
+  using EndpointList = std::vector<ShmEndpoint*>;
+  const EndpointList& list() const { return *list_.load(std::memory_order_acquire); }
   void housekeeping();
 
   detail::ProgressEngine& engine_;
@@ -100,7 +102,10 @@ class ShmTransport : public detail::Transport, public detail::Poller {
 
   std::mutex mu_;
   std::unordered_map<uint64_t, std::shared_ptr<ShmEndpoint>> endpoints_;
-  std::shared_ptr<const std::vector<std::shared_ptr<ShmEndpoint>>> list_;  // what poll() walks
+  // What poll() walks without a lock: endpoints are never removed while the transport lives,
+  // so the list only grows; replaced lists are kept until the transport dies.
+  std::atomic<const EndpointList*> list_;
+  std::vector<std::unique_ptr<EndpointList>> lists_;
   // Socket watchers live until the transport dies: epoll may still report an event for one
   // after it was removed.
   std::vector<std::unique_ptr<detail::EventHandler>> handlers_;

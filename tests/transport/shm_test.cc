@@ -1,0 +1,158 @@
+// The shared-memory transport's own pieces: the SPSC ring (wrap-around, pads, full ring,
+// sleep/wake-up flags), a garbage hello on its socket, and that nothing is ever named in
+// /dev/shm. The transfer conformance suite itself runs over shm in xfer_test.cc.
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+#include <podnet/podnet.h>
+
+#include <cstring>
+#include <filesystem>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "pair.h"
+#include "transport/shm/ring.h"
+
+namespace podnet::testing {
+namespace {
+
+using shm::RecHdr;
+using shm::RingCtl;
+using shm::RingReader;
+using shm::RingWriter;
+
+struct Ring {
+  static constexpr size_t kCap = 4096;
+  RingCtl ctl;
+  alignas(64) std::byte data[kCap];
+  RingWriter w;
+  RingReader r;
+  Ring() {
+    w.init(&ctl, data, kCap);
+    r.init(&ctl, data, kCap);
+  }
+  bool push(uint64_t seq, size_t plen) {
+    RecHdr* h = w.reserve(shm::record_bytes(plen));
+    if (h == nullptr) return false;
+    *h = RecHdr{};
+    h->type = shm::Rec::kSend;
+    h->seq = seq;
+    h->plen = static_cast<uint32_t>(plen);
+    std::memset(shm::payload(h), static_cast<int>(seq & 0xff), plen);
+    w.commit();
+    w.publish();
+    return true;
+  }
+};
+
+TEST(ShmRing, RecordsComeOutInOrderAcrossManyWrapArounds) {
+  Ring ring;
+  uint64_t next_in = 0, next_out = 0;
+  for (int round = 0; round < 2000; ++round) {
+    // Odd sizes so that records straddle the end and pads are needed.
+    while (ring.push(next_in, (next_in * 37) % 700)) ++next_in;
+    for (int k = 0; k < 3; ++k) {
+      const RecHdr* h = ring.r.peek();
+      ASSERT_NE(h, nullptr);
+      ASSERT_EQ(h->seq, next_out);
+      ASSERT_EQ(h->plen, (next_out * 37) % 700);
+      for (size_t i = 0; i < h->plen; ++i)
+        ASSERT_EQ(static_cast<uint8_t>(shm::payload(h)[i]), next_out & 0xff) << "record " << next_out;
+      ring.r.consume(h);
+      ++next_out;
+    }
+    ring.r.release();
+  }
+  EXPECT_GT(next_in, 4000u);
+}
+
+TEST(ShmRing, FullRingRefusesUntilTheConsumerReleases) {
+  Ring ring;
+  int n = 0;
+  const size_t plen = 1024 - sizeof(RecHdr);  // a record of exactly 1024 bytes
+  while (ring.push(n, plen)) ++n;
+  EXPECT_EQ(n, 4);
+  EXPECT_FALSE(ring.push(99, 8));
+  const RecHdr* h = ring.r.peek();
+  ASSERT_NE(h, nullptr);
+  ring.r.consume(h);
+  EXPECT_FALSE(ring.push(99, 8)) << "space must not be reused before release()";
+  ring.r.release();
+  EXPECT_TRUE(ring.push(99, 8));
+}
+
+TEST(ShmRing, SleepingConsumerIsWokenByThePublish) {
+  Ring ring;
+  EXPECT_TRUE(ring.r.arm()) << "empty ring: the consumer may sleep";
+  RecHdr* h = ring.w.reserve(shm::record_bytes(0));
+  ASSERT_NE(h, nullptr);
+  *h = RecHdr{};
+  h->type = shm::Rec::kSend;
+  ring.w.commit();
+  EXPECT_TRUE(ring.w.publish()) << "the producer must ring the doorbell";
+  EXPECT_FALSE(ring.r.arm()) << "a record is there: the consumer must not sleep";
+  ring.r.disarm();
+  ASSERT_TRUE(ring.push(1, 8));  // nobody asked for a wake-up now
+  EXPECT_EQ(ring.ctl.consumer_sleeping.load(), 0u);
+}
+
+std::set<std::string> dev_shm() {
+  std::set<std::string> names;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator("/dev/shm", ec)) names.insert(e.path().string());
+  return names;
+}
+
+TEST(ShmTransport, NothingIsNamedInDevShm) {
+  if (!std::filesystem::exists("/dev/shm")) GTEST_SKIP() << "no /dev/shm on this host";
+  auto before = dev_shm();
+  {
+    Pair p = Pair::make();
+    if (p.ab->transport() != "shm") GTEST_SKIP() << "this run is not over shm (PODNET_TRANSPORT)";
+    std::vector<std::byte> a = pattern(1 << 20, 3), b(1 << 20);
+    auto ma = p.a->register_memory(a.data(), a.size(), Access::kNone).value();
+    auto mb = p.b->register_memory(b.data(), b.size(), Access::kRemoteWrite).value();
+    ASSERT_TRUE(p.ab->write(ma, 0, mb.remote_key(), 0, a.size()).wait(kWait).ok());
+    EXPECT_EQ(a, b);
+    EXPECT_EQ(dev_shm(), before) << "the segments must be memfds, never files in /dev/shm";
+  }
+  EXPECT_EQ(dev_shm(), before);
+}
+
+// Connects to a context's shm socket (its name is the third field of the address's shm=
+// part) and sends junk: the context refuses it and keeps working.
+TEST(ShmTransport, GarbageOnTheSocketIsRefusedWithoutHarm) {
+  Pair p = Pair::make();
+  if (p.ab->transport() != "shm") GTEST_SKIP() << "this run is not over shm (PODNET_TRANSPORT)";
+  std::string addr = p.b->address();
+  size_t at = addr.find(";shm=");
+  ASSERT_NE(at, std::string::npos) << addr;
+  std::string shm = addr.substr(at + 5, addr.find(';', at + 5) - at - 5);
+  std::string name = shm.substr(shm.rfind(',') + 1);
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    int fd = socket(AF_UNIX, SOCK_SEQPACKET, 0);
+    ASSERT_GE(fd, 0);
+    sockaddr_un sa{};
+    sa.sun_family = AF_UNIX;
+    std::memcpy(sa.sun_path + 1, name.data(), name.size());
+    socklen_t len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
+    ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&sa), len), 0) << std::strerror(errno);
+    const char junk[] = "GET / HTTP/1.0\r\n\r\n";
+    if (attempt < 2) {
+      ASSERT_GT(send(fd, junk, attempt == 0 ? sizeof junk : 3, 0), 0);
+    }
+    close(fd);
+  }
+  uint64_t v = 7, w = 0;
+  Request r = p.ba->recv(&w, 8, 5);
+  ASSERT_TRUE(p.ab->send(&v, 8, 5).wait(kWait).ok());
+  ASSERT_TRUE(r.wait(kWait).ok());
+  EXPECT_EQ(w, 7u);
+}
+
+}  // namespace
+}  // namespace podnet::testing
