@@ -64,7 +64,7 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 cp "$podnet_arg" "$work/podnet"
 podnet="$work/podnet"
-if [[ -x "$root/build/bench/memcpy_bw" ]]; then cp "$root/build/bench/memcpy_bw" "$work/"
+if command -v memcpy_bw >/dev/null; then cp "$(command -v memcpy_bw)" "$work/"
 else g++ -O2 -o "$work/memcpy_bw" "$here/anchors/memcpy_bw.cc" || die "building memcpy_bw failed"; fi
 
 to_bytes() {
