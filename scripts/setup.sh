@@ -24,12 +24,13 @@ while [[ $# -gt 0 ]]; do
 done
 
 # Build: compiler, CMake, Ninja, libraries. Tests: GoogleTest. Benchmarks and comparisons:
-# iperf3, sockperf, Open MPI (also the mpirun launcher test), gnuplot (bench coll --plot).
+# iperf3, sockperf, Open MPI (also the mpirun launcher test), UCX (ucx_perftest, the shm
+# anchor), gnuplot (bench coll --plot).
 # Tools the tests call: python3, iproute2, procps.
 packages=(
   g++ cmake ninja-build pkg-config
   libgtest-dev libgmock-dev libfmt-dev nlohmann-json3-dev libcli11-dev
-  iperf3 sockperf openmpi-bin libopenmpi-dev libgloo-dev gnuplot-nox
+  iperf3 sockperf openmpi-bin libopenmpi-dev libgloo-dev ucx-utils gnuplot-nox
   python3 iproute2 procps
 )
 
