@@ -236,8 +236,8 @@ void Channel::post(OutOp op, Completions& done) {
   has_queued_.store(true, std::memory_order_release);
 }
 
-Completions Channel::clear_queued() {
-  Completions reqs;
+std::vector<std::shared_ptr<detail::RequestState>> Channel::clear_queued() {
+  std::vector<std::shared_ptr<detail::RequestState>> reqs;
   std::lock_guard lk(tx_mu_);
   for (auto& op : queued_)
     if (op.on_emitted) reqs.push_back(std::move(op.on_emitted));

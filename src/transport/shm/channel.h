@@ -71,7 +71,29 @@ struct OutOp {
   std::string owned;
 };
 
-using Completions = std::vector<std::shared_ptr<detail::RequestState>>;
+// Requests to complete once the channel's locks are released. The first few live inline: a
+// send completes on every post, and a heap allocation per send showed up in profiles.
+class Completions {
+ public:
+  void push_back(std::shared_ptr<detail::RequestState> r) {
+    if (n_ < kInline) inline_[n_++] = std::move(r);
+    else more_.push_back(std::move(r));
+  }
+  bool empty() const noexcept { return n_ == 0; }
+  template <typename F>
+  void drain(F&& fn) {
+    for (int i = 0; i < n_; ++i) fn(std::move(inline_[i]));
+    for (auto& r : more_) fn(std::move(r));
+    n_ = 0;
+    more_.clear();
+  }
+
+ private:
+  static constexpr int kInline = 4;
+  std::shared_ptr<detail::RequestState> inline_[kInline];
+  int n_ = 0;
+  std::vector<std::shared_ptr<detail::RequestState>> more_;
+};
 
 class Channel {
  public:
@@ -105,7 +127,7 @@ class Channel {
   int drain(Completions& done);
   bool has_queued();
   // The endpoint failed: drops queued operations, returning the requests they would complete.
-  Completions clear_queued();
+  std::vector<std::shared_ptr<detail::RequestState>> clear_queued();
 
   // Consumer: calls fn(const RecHdr&) for up to `max` records. fn must not block.
   template <typename F>

@@ -17,8 +17,7 @@ namespace {
 constexpr int kRecordsPerPoll = 64;
 
 void complete_all(Completions& done) {
-  for (auto& r : done) r->complete(Status::Ok());
-  done.clear();
+  done.drain([](std::shared_ptr<RequestState> r) { r->complete(Status::Ok()); });
 }
 
 // Copies len bytes between this process and `pid` (one copy, by the kernel). `into_peer`:
