@@ -31,6 +31,7 @@ struct UnexpectedMsg {
   size_t length = 0;
   bool rendezvous = false;  // only announced; the sender waits for a clear-to-send
   uint64_t rdv_id = 0;      // sender's message id (rendezvous)
+  bool split = false;       // shm: both sides copy half (see shm/endpoint.h)
   std::vector<std::byte> data;  // eager payload
   bool complete = false;    // eager payload fully received
   std::optional<PostedRecv> attached;  // a receive that matched while the payload arrived

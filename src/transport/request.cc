@@ -8,14 +8,16 @@ void RequestState::complete(Status status) {
   std::function<void(const Status&)> cb;
   {
     std::lock_guard lk(mu_);
-    if (done_.load(std::memory_order_relaxed)) return;
+    if (completing_) return;
+    completing_ = true;
     status_ = std::move(status);
     cb = std::move(callback_);
-    done_.store(1, std::memory_order_seq_cst);
   }
+  // The callback runs before the request reads as done: a waiter that returns has seen it.
+  if (cb) cb(status_);
+  done_.store(1, std::memory_order_seq_cst);
   // Most completions have nobody asleep on them: skip the system call.
   if (sleepers_.load(std::memory_order_seq_cst) > 0) futex_wake_all(&done_);
-  if (cb) cb(status_);
 }
 
 void RequestState::part_done(const Status& status) {
@@ -42,12 +44,12 @@ Status RequestState::status() const {
 void RequestState::on_complete(std::function<void(const Status&)> cb) {
   {
     std::lock_guard lk(mu_);
-    if (!done_.load(std::memory_order_relaxed)) {
+    if (!completing_) {
       callback_ = std::move(cb);
       return;
     }
   }
-  cb(status_);
+  cb(status_);  // status_ no longer changes once completing_ is set
 }
 
 void RequestState::block_for(int64_t timeout_ns) {

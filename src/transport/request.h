@@ -19,7 +19,8 @@ class RequestState {
   RequestState(ProgressEngine* engine, const char* op, uint64_t seq) : engine_(engine), op_(op), seq_(seq) {}
 
   bool done() const noexcept { return done_.load(std::memory_order_acquire) != 0; }
-  // First call wins. Runs the callback (outside any lock) and wakes waiters.
+  // First call wins. Runs the callback (outside any lock), then marks the request done and
+  // wakes waiters: once done() is true, the callback has returned.
   void complete(Status status);
   // For operations split into several parts: set the count before posting the parts; each
   // part reports once; the request completes with the first error, when all parts reported.
@@ -47,7 +48,8 @@ class RequestState {
   std::atomic<uint32_t> done_{0};
   std::atomic<uint32_t> sleepers_{0};  // threads inside block_for: complete() wakes only if any
   std::atomic<int> parts_{1};
-  mutable std::mutex mu_;  // guards status_, first_error_, callback_
+  mutable std::mutex mu_;  // guards status_, first_error_, callback_, completing_
+  bool completing_ = false;  // complete() ran (its callback may still be running)
   Status status_;
   Status first_error_;
   std::function<void(const Status&)> callback_;

@@ -116,6 +116,7 @@ Status ContextImpl::create_shm() {
   so.ring_bytes = config_.shm_ring;
   so.eager_max = config_.shm_eager_max;
   so.cma = config_.shm_cma;
+  so.split_min = config_.shm_split_min == 0 ? SIZE_MAX : config_.shm_split_min;
   so.heartbeat_ms = config_.heartbeat_ms;
   so.peer_timeout_ms = config_.peer_timeout_ms;
   so.connect_timeout_ms = config_.connect_timeout_ms;

@@ -169,10 +169,11 @@ Result<std::shared_ptr<Channel>> Channel::accept(int sock, int memfd, int peer_d
   return c;
 }
 
-void Channel::set_ready(pid_t peer_pid, bool cma, int peer_doorbell) {
+void Channel::set_ready(pid_t peer_pid, bool cma, bool cma_push, int peer_doorbell) {
   peer_pid_ = peer_pid;
   peer_doorbell_.store(peer_doorbell, std::memory_order_release);
   cma_.store(cma, std::memory_order_release);
+  cma_push_.store(cma && cma_push, std::memory_order_release);
   ready_.store(true, std::memory_order_release);
 }
 
@@ -181,6 +182,7 @@ Status Channel::send_reply(bool cma, int my_doorbell) {
   h.kind = Hello::kReply;
   h.pid = getpid();
   h.cma = cma ? 1 : 0;
+  h.probe_addr = reinterpret_cast<uint64_t>(&seg_->magic);
   return send_hello(sock_, h, &my_doorbell, 1);
 }
 

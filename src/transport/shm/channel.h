@@ -47,7 +47,7 @@ struct Hello {
   uint64_t ctx_id = 0;
   int32_t rank = -1;
   int32_t pid = 0;
-  uint64_t probe_addr = 0;  // hello: an address in the connector holding kMagic
+  uint64_t probe_addr = 0;  // an address in the sender's mapping of the segment (kMagic)
   uint32_t cma = 0;         // reply: the acceptor reached the probe address
   uint32_t pad = 0;
 };
@@ -112,10 +112,12 @@ class Channel {
   bool ready() const noexcept { return ready_.load(std::memory_order_acquire); }
   // The acceptor can read and write the connector's memory (process_vm_readv/writev).
   bool cma() const noexcept { return cma_.load(std::memory_order_acquire); }
+  // Connector: it can also write the acceptor's memory (the split rendezvous pushes).
+  bool cma_push() const noexcept { return cma_push_.load(std::memory_order_acquire); }
   size_t max_fragment() const noexcept { return tx_.capacity() / 4 - sizeof(RecHdr); }
 
   // Connector: the acceptor's reply arrived.
-  void set_ready(pid_t peer_pid, bool cma, int peer_doorbell);
+  void set_ready(pid_t peer_pid, bool cma, bool cma_push, int peer_doorbell);
   // Acceptor: tell the connector our pid, whether we can reach its memory, our doorbell.
   Status send_reply(bool cma, int my_doorbell);
   void set_cma(bool cma) { cma_.store(cma, std::memory_order_release); }
@@ -167,6 +169,7 @@ class Channel {
   pid_t peer_pid_ = 0;
   std::atomic<bool> ready_{false};
   std::atomic<bool> cma_{false};
+  std::atomic<bool> cma_push_{false};
   void* base_ = nullptr;
   size_t bytes_ = 0;
   SegmentHeader* seg_ = nullptr;

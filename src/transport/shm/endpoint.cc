@@ -87,8 +87,10 @@ void ShmEndpoint::on_reply(const Hello& reply, int peer_doorbell) {
   Channel* ch = out_raw_.load(std::memory_order_acquire);
   if (!ch) return;
   peer_pid_.store(reply.pid);
-  ch->set_ready(reply.pid, reply.cma != 0 && transport_->options().cma, peer_doorbell);
-  PODNET_INFO(kNet, "shm channel to {} ready (single-copy {})", peer_name(), ch->cma() ? "on" : "off");
+  bool push = reply.cma != 0 && probe_cma(reply.pid, reply.probe_addr, SegmentHeader::kMagic);
+  ch->set_ready(reply.pid, reply.cma != 0 && transport_->options().cma, push, peer_doorbell);
+  PODNET_INFO(kNet, "shm channel to {} ready (single-copy {}, split copies {})", peer_name(), ch->cma() ? "on" : "off",
+              ch->cma_push() ? "on" : "off");
   Completions done;
   ch->drain(done);
   complete_all(done);
@@ -198,10 +200,14 @@ ShmEndpoint::Req ShmEndpoint::send(const void* buf, size_t len, uint64_t tag) {
         req->complete(op_failure(*req, failed_));
         return req;
       }
-      sends_.emplace(req->seq(), Op{req});
+      sends_.emplace(req->seq(), Op{req, static_cast<std::byte*>(const_cast<void*>(buf)), len});
     }
     op.hdr.type = Rec::kRts;
     op.hdr.aux = reinterpret_cast<uint64_t>(buf);
+    if (ch->cma_push() && len >= transport_->options().split_min) {
+      op.hdr.flags |= kSplit;
+      req->set_parts(2);  // our push, and the receiver's kFin
+    }
   } else {
     if (failed_flag_.load(std::memory_order_acquire)) {
       req->complete(op_failure(*req, health()));
@@ -222,7 +228,7 @@ ShmEndpoint::Req ShmEndpoint::recv(void* buf, size_t capacity, uint64_t tag, uin
   detail::PostedRecv r{static_cast<std::byte*>(buf), capacity, tag, mask, req};
   auto msg = matcher_.post(r);
   if (!msg) return req;  // queued, attached, or failed by the matcher
-  if (msg->rendezvous) pull_rendezvous(std::move(r), msg->rdv_id, msg->length, msg->tag);
+  if (msg->rendezvous) pull_rendezvous(std::move(r), msg->rdv_id, msg->length, msg->tag, msg->split);
   else detail::deliver_eager(r, msg->data.data(), msg->length, msg->tag);
   return req;
 }
@@ -236,7 +242,7 @@ ShmEndpoint::Req ShmEndpoint::recv_notify() {
   return req;
 }
 
-void ShmEndpoint::pull_rendezvous(detail::PostedRecv recv, uint64_t seq, size_t len, uint64_t tag) {
+void ShmEndpoint::pull_rendezvous(detail::PostedRecv recv, uint64_t seq, size_t len, uint64_t tag, bool split) {
   uint64_t src = 0;
   {
     std::lock_guard lk(mu_);
@@ -246,20 +252,70 @@ void ShmEndpoint::pull_rendezvous(detail::PostedRecv recv, uint64_t seq, size_t 
       rts_src_.erase(it);
     }
   }
-  Status st;
-  if (len > recv.capacity) {
-    detail::deliver_eager(recv, nullptr, len, tag);  // completes with the size error
-    st = Status::InvalidArgument("the receiver's buffer ({} bytes) is smaller than the message ({} bytes)",
-                                 recv.capacity, len);
-  } else {
-    st = cross_copy(peer_pid_.load(), recv.buf, src, len, /*into_peer=*/false);
-    recv.req->bytes = len;
-    recv.req->tag = tag;
-    recv.req->complete(st.ok() ? st : op_failure(*recv.req, st));
-  }
   RecHdr h{};
   h.seq = seq;
+  if (len > recv.capacity) {
+    detail::deliver_eager(recv, nullptr, len, tag);  // completes with the size error
+    reply(h, Rec::kFin, Status::InvalidArgument("the receiver's buffer ({} bytes) is smaller than the message ({} bytes)",
+                                                recv.capacity, len), kLast);
+    return;
+  }
+  recv.req->bytes = len;
+  recv.req->tag = tag;
+  size_t mine = len;
+  if (split) {
+    // The sender pushes [half, len) while we pull [0, half).
+    mine = (len / 2 + 4095) & ~size_t{4095};
+    recv.req->set_parts(2);
+    {
+      std::lock_guard lk(mu_);
+      split_recvs_[seq] = recv.req;
+    }
+    RecHdr cts{};
+    cts.seq = seq;
+    cts.addr = reinterpret_cast<uint64_t>(recv.buf);
+    cts.len = len;
+    cts.aux = mine;
+    if (Channel* ch = in_raw_.load(std::memory_order_acquire)) {
+      OutOp op;
+      op.hdr = cts;
+      op.hdr.type = Rec::kCts;
+      post(*ch, std::move(op));
+    }
+  }
+  Status st = cross_copy(peer_pid_.load(), recv.buf, src, mine, /*into_peer=*/false);
+  if (split) recv.req->part_done(st.ok() ? st : op_failure(*recv.req, st));
+  else recv.req->complete(st.ok() ? st : op_failure(*recv.req, st));
   reply(h, Rec::kFin, st, kLast);
+}
+
+// Sender side of a split rendezvous: push our half into the receiver's buffer.
+void ShmEndpoint::on_cts(const RecHdr& h) {
+  Op op;
+  {
+    std::lock_guard lk(mu_);
+    auto it = sends_.find(h.seq);
+    if (it == sends_.end()) return;
+    op = it->second;  // kFin erases it
+  }
+  Status st;
+  if (h.aux > h.len || h.len != op.len) {
+    st = Status::Protocol("bad split from the receiver: [{}, {}) of a {}-byte send", h.aux, h.len, op.len);
+  } else {
+    st = cross_copy(peer_pid_.load(), op.dst + h.aux, h.addr + h.aux, h.len - h.aux, /*into_peer=*/true);
+  }
+  op.req->part_done(st.ok() ? st : op_failure(*op.req, st));
+  if (Channel* ch = out_raw_.load(std::memory_order_acquire)) {
+    OutOp done;
+    done.hdr.type = Rec::kPushDone;
+    done.hdr.seq = h.seq;
+    done.hdr.code = static_cast<uint16_t>(st.code());
+    if (!st.ok()) {
+      done.owned = st.message().substr(0, 1024);
+      done.len = done.owned.size();
+    }
+    post(*ch, std::move(done));
+  }
 }
 
 void ShmEndpoint::reply(const RecHdr& req, Rec type, const Status& st, uint8_t flags) {
@@ -331,7 +387,24 @@ void ShmEndpoint::on_request(const RecHdr& h) {
         std::lock_guard lk(mu_);
         rts_src_[h.seq] = h.aux;
       }
-      if (auto posted = matcher_.match_incoming(msg)) pull_rendezvous(std::move(*posted), h.seq, h.len, h.key);
+      msg->split = (h.flags & kSplit) != 0;
+      if (auto posted = matcher_.match_incoming(msg))
+        pull_rendezvous(std::move(*posted), h.seq, h.len, h.key, msg->split);
+      break;
+    }
+    case Rec::kPushDone: {
+      std::shared_ptr<RequestState> req;
+      {
+        std::lock_guard lk(mu_);
+        auto it = split_recvs_.find(h.seq);
+        if (it == split_recvs_.end()) break;
+        req = std::move(it->second);
+        split_recvs_.erase(it);
+      }
+      Status st = h.code == 0 ? Status::Ok()
+                              : op_failure(*req, Status(static_cast<Code>(h.code),
+                                                        std::string(reinterpret_cast<const char*>(payload(&h)), h.plen)));
+      req->part_done(st);
       break;
     }
     case Rec::kWrite:
@@ -440,6 +513,10 @@ void ShmEndpoint::on_read(const RecHdr& h) {
 }
 
 void ShmEndpoint::on_reply_record(const RecHdr& h) {
+  if (h.type == Rec::kCts) {
+    on_cts(h);
+    return;
+  }
   if (h.type == Rec::kFin) {
     Op op;
     {
@@ -452,7 +529,8 @@ void ShmEndpoint::on_reply_record(const RecHdr& h) {
     Status st = h.code == 0 ? Status::Ok()
                             : op_failure(*op.req, Status(static_cast<Code>(h.code),
                                                          std::string(reinterpret_cast<const char*>(payload(&h)), h.plen)));
-    op.req->complete(st);
+    if (st.ok()) op.req->part_done(st);  // a split send also waits for its own push
+    else op.req->complete(st);
     return;
   }
   if (h.type != Rec::kAck && h.type != Rec::kReadData) {
@@ -534,6 +612,7 @@ void ShmEndpoint::close_gracefully() {
 
 void ShmEndpoint::fail(const Status& why) {
   std::unordered_map<uint64_t, Op> ops, sends;
+  std::unordered_map<uint64_t, std::shared_ptr<RequestState>> split;
   {
     std::lock_guard lk(mu_);
     if (!failed_.ok()) return;
@@ -541,8 +620,10 @@ void ShmEndpoint::fail(const Status& why) {
     failed_flag_.store(true, std::memory_order_release);
     ops.swap(ops_);
     sends.swap(sends_);
+    split.swap(split_recvs_);
     rts_src_.clear();
   }
+  for (auto& [seq, r] : split) r->complete(op_failure(*r, why));
   if (why.code() == Code::kCancelled || graceful_.load())
     PODNET_INFO(kNet, "{}: {}", peer_name(), why.message());
   else

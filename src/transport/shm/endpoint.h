@@ -11,6 +11,11 @@
 //   send       <= eager max: kSend fragments (copied out of the ring at the receiver);
 //              larger: kRts; once a receive matches, the receiver pulls the payload with
 //              process_vm_readv straight into the receive buffer and replies kFin.
+//              From PODNET_SHM_SPLIT_MIN, when each side may write the other's memory
+//              (kSplit): the receiver replies kCts with its buffer, then pulls the first half
+//              while the sender pushes the second (process_vm_writev) and says kPushDone:
+//              two cores copy at once. The receive completes on its pull and kPushDone, the
+//              send on its push and kFin.
 //   write_notify  as write, with kNotify on the record that completes the data: the target
 //              delivers the immediate after placing the data (ring order = post order).
 #pragma once
@@ -90,7 +95,8 @@ class ShmEndpoint : public detail::TransportEndpoint, public std::enable_shared_
   void on_send_fragment(const RecHdr& h);
   void on_write(const RecHdr& h);
   void on_read(const RecHdr& h);
-  void pull_rendezvous(detail::PostedRecv recv, uint64_t seq, size_t len, uint64_t tag);
+  void pull_rendezvous(detail::PostedRecv recv, uint64_t seq, size_t len, uint64_t tag, bool split);
+  void on_cts(const RecHdr& h);
   void check_liveness(Channel& ch, Liveness& l, int64_t now_ns, const char* which);
 
   ShmTransport* transport_;
@@ -108,6 +114,8 @@ class ShmEndpoint : public detail::TransportEndpoint, public std::enable_shared_
   std::unordered_map<uint64_t, Op> ops_;          // writes and reads waiting for replies
   std::unordered_map<uint64_t, Op> sends_;        // rendezvous sends waiting for kFin
   std::unordered_map<uint64_t, uint64_t> rts_src_;  // announced rendezvous: seq -> sender address
+  // Split rendezvous receives waiting for the sender's half (kPushDone).
+  std::unordered_map<uint64_t, std::shared_ptr<detail::RequestState>> split_recvs_;
   Status failed_;
   std::atomic<bool> failed_flag_{false};
   std::atomic<bool> graceful_{false};

@@ -30,9 +30,12 @@ enum class Rec : uint8_t {
   kAck,       // reply to kWrite/kWriteCma/kRead(Cma): code, error text as payload
   kReadData,  // reply to kRead: fragment at offset aux
   kFin,       // reply to kRts: the receiver pulled the data (or failed: code)
+  kCts,       // reply to a kSplit kRts: the receiver's buffer (addr); the sender pushes [aux, len)
+  kPushDone,  // request: the sender pushed its part of a split rendezvous (code)
 };
 
-enum RecFlags : uint8_t { kFirst = 1, kLast = 2, kNotify = 4 };
+// kSplit (on kRts): both sides copy half of a large message at once (two cores, one copy each).
+enum RecFlags : uint8_t { kFirst = 1, kLast = 2, kNotify = 4, kSplit = 8 };
 
 struct RecHdr {
   Rec type;
