@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <podnet/podnet.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <set>
@@ -152,6 +153,32 @@ TEST(ShmTransport, GarbageOnTheSocketIsRefusedWithoutHarm) {
   ASSERT_TRUE(p.ab->send(&v, 8, 5).wait(kWait).ok());
   ASSERT_TRUE(r.wait(kWait).ok());
   EXPECT_EQ(w, 7u);
+}
+
+// Large operations take the single-copy and split paths (the initiator copies half itself once
+// the target said go): a forged key must still be refused before any byte moves.
+TEST(ShmTransport, LargeForgedOperationsAreRefusedBeforeAnyCopy) {
+  Pair p = Pair::make();
+  constexpr size_t kBig = 4 << 20;
+  std::vector<std::byte> src = pattern(kBig, 9), dst(kBig, std::byte{0x5a}), back(kBig, std::byte{0});
+  auto msrc = p.a->register_memory(src.data(), src.size(), Access::kNone).value();
+  auto mback = p.a->register_memory(back.data(), back.size(), Access::kNone).value();
+  auto mdst = p.b->register_memory(dst.data(), kBig / 2, Access::kRemoteWrite).value();
+  const std::vector<std::byte> before = dst;
+  RemoteKey forged = mdst.remote_key();
+  forged.length = kBig;  // the target registered only half
+  forged.access = Access::kRemoteReadWrite;
+  Status st = p.ab->write(msrc, 0, forged, 0, kBig).wait(kWait);
+  EXPECT_EQ(st.code(), Code::kAccessDenied) << st.to_string();
+  EXPECT_NE(st.message().find("outside the region"), std::string::npos) << st.message();
+  st = p.ab->read(mback, 0, forged, 0, kBig / 2).wait(kWait);
+  EXPECT_EQ(st.code(), Code::kAccessDenied) << st.to_string();
+  EXPECT_NE(st.message().find("grants remote-write"), std::string::npos) << st.message();
+  EXPECT_TRUE(dst == before) << "the target's memory changed";
+  EXPECT_TRUE(std::all_of(back.begin(), back.end(), [](std::byte b) { return b == std::byte{0}; }));
+  // The honest large write and read still work afterwards.
+  ASSERT_TRUE(p.ab->write(msrc, 0, mdst.remote_key(), 0, kBig / 2).wait(kWait).ok());
+  EXPECT_TRUE(std::equal(dst.begin(), dst.begin() + kBig / 2, src.begin()));
 }
 
 }  // namespace

@@ -136,7 +136,8 @@ ShmEndpoint::Req ShmEndpoint::write(const detail::RegionState& local, size_t loc
   if (!ch) return failed_request(name, Status::Unavailable("not connected"));
   auto req = new_request(name);
   req->bytes = len;
-  if (Status why = track(req->seq(), Op{req}); !why.ok()) {
+  const std::byte* src = local.base + local_off;
+  if (Status why = track(req->seq(), Op{req, const_cast<std::byte*>(src), len}); !why.ok()) {
     req->complete(op_failure(*req, why));
     return req;
   }
@@ -147,10 +148,10 @@ ShmEndpoint::Req ShmEndpoint::write(const detail::RegionState& local, size_t loc
   op.hdr.len = len;
   op.hdr.imm = imm != nullptr ? *imm : 0;
   op.hdr.flags = imm != nullptr ? kNotify : 0;
-  const std::byte* src = local.base + local_off;
   if (ch->ready() && ch->cma() && len > transport_->options().eager_max) {
     op.hdr.type = Rec::kWriteCma;
     op.hdr.aux = reinterpret_cast<uint64_t>(src);
+    if (ch->cma_push() && len >= transport_->options().split_min) op.hdr.flags |= kSplit;
   } else {
     op.hdr.type = Rec::kWrite;
     op.src = src;
@@ -168,7 +169,7 @@ ShmEndpoint::Req ShmEndpoint::read(const detail::RegionState& local, size_t loca
   auto req = new_request("read");
   req->bytes = len;
   std::byte* dst = local.base + local_off;
-  if (Status why = track(req->seq(), Op{req, dst, len}); !why.ok()) {
+  if (Status why = track(req->seq(), Op{req, dst, len, /*read=*/true}); !why.ok()) {
     req->complete(op_failure(*req, why));
     return req;
   }
@@ -179,6 +180,7 @@ ShmEndpoint::Req ShmEndpoint::read(const detail::RegionState& local, size_t loca
   op.hdr.addr = remote.addr + remote_off;
   op.hdr.len = len;
   op.hdr.aux = reinterpret_cast<uint64_t>(dst);
+  if (ch->ready() && ch->cma_push() && len >= transport_->options().split_min) op.hdr.flags |= kSplit;
   post(*ch, std::move(op));
   return req;
 }
@@ -290,21 +292,30 @@ void ShmEndpoint::pull_rendezvous(detail::PostedRecv recv, uint64_t seq, size_t 
 }
 
 // Sender side of a split rendezvous: push our half into the receiver's buffer.
+// Initiator side of a split copy: a send or write pushes [aux, len) into the peer's buffer at
+// addr; a read pulls it from there. Then kPushDone tells the peer our half is in place.
 void ShmEndpoint::on_cts(const RecHdr& h) {
   Op op;
+  bool is_send = false;
   {
     std::lock_guard lk(mu_);
     auto it = sends_.find(h.seq);
-    if (it == sends_.end()) return;
-    op = it->second;  // kFin erases it
+    if (it != sends_.end()) {
+      op = it->second;  // kFin erases it
+      is_send = true;
+    } else {
+      auto o = ops_.find(h.seq);
+      if (o == ops_.end()) return;
+      op = o->second;  // kAck erases it
+    }
   }
   Status st;
   if (h.aux > h.len || h.len != op.len) {
-    st = Status::Protocol("bad split from the receiver: [{}, {}) of a {}-byte send", h.aux, h.len, op.len);
+    st = Status::Protocol("bad split from the peer: [{}, {}) of a {}-byte operation", h.aux, h.len, op.len);
   } else {
-    st = cross_copy(peer_pid_.load(), op.dst + h.aux, h.addr + h.aux, h.len - h.aux, /*into_peer=*/true);
+    st = cross_copy(peer_pid_.load(), op.dst + h.aux, h.addr + h.aux, h.len - h.aux, /*into_peer=*/!op.read);
   }
-  op.req->part_done(st.ok() ? st : op_failure(*op.req, st));
+  if (is_send) op.req->part_done(st.ok() ? st : op_failure(*op.req, st));
   if (Channel* ch = out_raw_.load(std::memory_order_acquire)) {
     OutOp done;
     done.hdr.type = Rec::kPushDone;
@@ -394,13 +405,25 @@ void ShmEndpoint::on_request(const RecHdr& h) {
     }
     case Rec::kPushDone: {
       std::shared_ptr<RequestState> req;
+      bool split_op = false;
       {
         std::lock_guard lk(mu_);
         auto it = split_recvs_.find(h.seq);
-        if (it == split_recvs_.end()) break;
-        req = std::move(it->second);
-        split_recvs_.erase(it);
+        if (it == split_recvs_.end()) {
+          split_op = split_ops_.count(h.seq) != 0;
+        } else {
+          req = std::move(it->second);
+          split_recvs_.erase(it);
+        }
       }
+      if (split_op) {
+        Status st = h.code == 0 ? Status::Ok()
+                                : Status(static_cast<Code>(h.code),
+                                         std::string(reinterpret_cast<const char*>(payload(&h)), h.plen));
+        split_part_done(h.seq, st);
+        break;
+      }
+      if (!req) break;
       Status st = h.code == 0 ? Status::Ok()
                               : op_failure(*req, Status(static_cast<Code>(h.code),
                                                         std::string(reinterpret_cast<const char*>(payload(&h)), h.plen)));
@@ -466,6 +489,7 @@ void ShmEndpoint::on_send_fragment(const RecHdr& h) {
 
 void ShmEndpoint::on_write(const RecHdr& h) {
   auto pin = transport_->registry().acquire(h.key, h.addr, h.len, Access::kRemoteWrite);
+  if (pin.ok() && h.type == Rec::kWriteCma && (h.flags & kSplit)) return start_split(h, std::move(pin).value());
   Status st = pin.status();
   if (st.ok()) {
     auto* dst = reinterpret_cast<std::byte*>(h.addr);
@@ -495,6 +519,7 @@ void ShmEndpoint::on_read(const RecHdr& h) {
   Channel* ch = in_raw_.load(std::memory_order_acquire);
   if (!ch) return;
   auto* src = reinterpret_cast<std::byte*>(h.addr);
+  if (ch->cma() && (h.flags & kSplit)) return start_split(h, std::move(pin).value());
   if (ch->cma() && h.len > transport_->options().eager_max) {
     Status st = cross_copy(peer_pid_.load(), src, h.aux, h.len, /*into_peer=*/true);
     pin->release();
@@ -510,6 +535,52 @@ void ShmEndpoint::on_read(const RecHdr& h) {
   op.fragments = true;
   op.keep = std::make_shared<detail::RegionPin>(std::move(pin).value());
   post(*ch, std::move(op));
+}
+
+void ShmEndpoint::start_split(const RecHdr& h, detail::RegionPin pin) {
+  const bool read = h.type == Rec::kRead;
+  const size_t half = (h.len / 2 + 4095) & ~size_t{4095};
+  {
+    std::lock_guard lk(mu_);
+    SplitOp& op = split_ops_[h.seq];
+    op.pin = std::make_shared<detail::RegionPin>(std::move(pin));
+    op.hdr = h;
+  }
+  // The initiator copies [half, len) of the region at h.addr (write: into it; read: out of it).
+  if (Channel* ch = in_raw_.load(std::memory_order_acquire)) {
+    OutOp cts;
+    cts.hdr.type = Rec::kCts;
+    cts.hdr.seq = h.seq;
+    cts.hdr.addr = h.addr;
+    cts.hdr.len = h.len;
+    cts.hdr.aux = half;
+    post(*ch, std::move(cts));
+  }
+  auto* region = reinterpret_cast<std::byte*>(h.addr);
+  Status st = cross_copy(peer_pid_.load(), region, h.aux, std::min<size_t>(half, h.len), /*into_peer=*/read);
+  split_part_done(h.seq, st);
+}
+
+void ShmEndpoint::split_part_done(uint64_t seq, const Status& st) {
+  SplitOp op;
+  {
+    std::lock_guard lk(mu_);
+    auto it = split_ops_.find(seq);
+    if (it == split_ops_.end()) return;
+    if (!st.ok() && it->second.first_error.ok()) it->second.first_error = st;
+    if (--it->second.parts > 0) return;
+    op = std::move(it->second);
+    split_ops_.erase(it);
+  }
+  op.pin.reset();  // both halves are copied: the region may be deregistered
+  Status result = op.first_error;
+  if (result.ok() && op.hdr.type != Rec::kRead && (op.hdr.flags & kNotify)) {
+    if (auto req = matcher_.notify_incoming(op.hdr.imm)) {
+      req->imm = op.hdr.imm;
+      req->complete(Status::Ok());
+    }
+  }
+  reply(op.hdr, Rec::kAck, result, kLast);
 }
 
 void ShmEndpoint::on_reply_record(const RecHdr& h) {
@@ -621,6 +692,7 @@ void ShmEndpoint::fail(const Status& why) {
     ops.swap(ops_);
     sends.swap(sends_);
     split.swap(split_recvs_);
+    split_ops_.clear();  // releases the pinned regions
     rts_src_.clear();
   }
   for (auto& [seq, r] : split) r->complete(op_failure(*r, why));

@@ -16,6 +16,9 @@
 //              while the sender pushes the second (process_vm_writev) and says kPushDone:
 //              two cores copy at once. The receive completes on its pull and kPushDone, the
 //              send on its push and kFin.
+//   split      write and read from PODNET_SHM_SPLIT_MIN: the target checks, replies kCts,
+//              copies the first half while the initiator copies the second and says
+//              kPushDone; then the target acks (write: after the notification).
 //   write_notify  as write, with kNotify on the record that completes the data: the target
 //              delivers the immediate after placing the data (ring order = post order).
 #pragma once
@@ -28,6 +31,7 @@
 #include <unordered_map>
 
 #include "transport/matcher.h"
+#include "transport/registry.h"
 #include "transport/shm/channel.h"
 #include "transport/transport.h"
 
@@ -66,8 +70,17 @@ class ShmEndpoint : public detail::TransportEndpoint, public std::enable_shared_
  private:
   struct Op {
     std::shared_ptr<detail::RequestState> req;
-    std::byte* dst = nullptr;  // read: the local buffer
+    std::byte* dst = nullptr;  // the local buffer (read: destination; write, send: source)
     size_t len = 0;
+    bool read = false;
+  };
+  // Target side of a split one-sided operation: the region stays pinned until both halves
+  // are copied (ours and the initiator's, announced by kPushDone).
+  struct SplitOp {
+    std::shared_ptr<detail::RegionPin> pin;
+    RecHdr hdr{};
+    int parts = 2;
+    Status first_error;
   };
   // The eager message whose fragments are arriving on the incoming channel.
   struct Incoming {
@@ -97,6 +110,9 @@ class ShmEndpoint : public detail::TransportEndpoint, public std::enable_shared_
   void on_read(const RecHdr& h);
   void pull_rendezvous(detail::PostedRecv recv, uint64_t seq, size_t len, uint64_t tag, bool split);
   void on_cts(const RecHdr& h);
+  // Target: starts a split write or read (kCts to the initiator, then our half).
+  void start_split(const RecHdr& h, detail::RegionPin pin);
+  void split_part_done(uint64_t seq, const Status& st);
   void check_liveness(Channel& ch, Liveness& l, int64_t now_ns, const char* which);
 
   ShmTransport* transport_;
@@ -116,6 +132,7 @@ class ShmEndpoint : public detail::TransportEndpoint, public std::enable_shared_
   std::unordered_map<uint64_t, uint64_t> rts_src_;  // announced rendezvous: seq -> sender address
   // Split rendezvous receives waiting for the sender's half (kPushDone).
   std::unordered_map<uint64_t, std::shared_ptr<detail::RequestState>> split_recvs_;
+  std::unordered_map<uint64_t, SplitOp> split_ops_;  // split writes and reads (target side)
   Status failed_;
   std::atomic<bool> failed_flag_{false};
   std::atomic<bool> graceful_{false};

@@ -136,6 +136,8 @@ void TcpEndpoint::post_write_chunks(const std::shared_ptr<RequestState>& target,
     h.seq = first + i;
     h.a = remote.key;
     h.b = raddr + off;
+    h.c = raddr;  // the whole operation, so that the target refuses all of it or none
+    h.d = len;
     h.length = clen;
     auto c = out_stream(target->seq() + i);
     if (c) c->post(h, src + off, clen, target);
@@ -325,7 +327,13 @@ void TcpEndpoint::on_header(Connection& c, RxSink& sink) {
   switch (h.type) {
     case FrameType::kWrite:
     case FrameType::kWriteImm: {
-      auto pin = transport_->registry().acquire(h.a, h.b, h.length, Access::kRemoteWrite);
+      // A chunk of a striped write is checked as the whole write [c, c+d): a forged key that
+      // is partly out of bounds must not get its in-bounds chunks written.
+      const bool whole = h.type == FrameType::kWrite && h.d != 0;
+      auto pin = whole && (h.b < h.c || h.length > h.d || h.b - h.c > h.d - h.length)
+                     ? Result<detail::RegionPin>(Status::Protocol("write chunk outside its own operation"))
+                     : transport_->registry().acquire(h.a, whole ? h.c : h.b, whole ? h.d : h.length,
+                                                      Access::kRemoteWrite);
       if (pin.ok()) {
         sink.kind = RxSink::Kind::kData;
         sink.dst = reinterpret_cast<std::byte*>(h.b);

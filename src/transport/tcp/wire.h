@@ -1,4 +1,4 @@
-// The TCP transport's wire protocol. Every frame is a fixed 56-byte header, then `length`
+// The TCP transport's wire protocol. Every frame is a fixed 64-byte header, then `length`
 // payload bytes. decode_header() validates every field before anything uses it; it is the
 // fuzz target. Integers are little-endian (the hosts podnet runs on).
 //
@@ -29,8 +29,8 @@
 namespace podnet::tcp {
 
 inline constexpr uint32_t kMagic = 0x544E4450;  // "PDNT"
-inline constexpr uint16_t kWireVersion = 1;
-inline constexpr size_t kHeaderSize = 56;
+inline constexpr uint16_t kWireVersion = 2;
+inline constexpr size_t kHeaderSize = 64;
 inline constexpr uint64_t kMaxPayload = 1ull << 32;  // 4 GiB per frame
 inline constexpr uint64_t kMaxControlPayload = 4096;  // hello, error texts
 
@@ -50,7 +50,7 @@ struct FrameHeader {
   uint32_t aux = 0;     // write-imm: the initiator's notification number; else 0
   uint64_t length = 0;  // payload bytes that follow
   uint64_t seq = 0;     // the initiator's chunk id, echoed by replies
-  uint64_t a = 0, b = 0, c = 0;
+  uint64_t a = 0, b = 0, c = 0, d = 0;
 };
 static_assert(sizeof(FrameHeader) == kHeaderSize);
 
