@@ -32,6 +32,10 @@ packages=(
   libgtest-dev libgmock-dev libfmt-dev nlohmann-json3-dev libcli11-dev
   iperf3 sockperf openmpi-bin libopenmpi-dev libgloo-dev ucx-utils gnuplot-nox
   python3 iproute2 procps
+  # RDMA: libibverbs/librdmacm (the verbs transport); rdma-core, providers and perftest (rdma
+  # link, the rxe userspace driver, ib_write_bw ...); the soft-RoCE lab's qemu, busybox, kmod, cpio.
+  libibverbs-dev librdmacm-dev rdma-core ibverbs-providers ibverbs-utils perftest
+  qemu-system-x86 busybox kmod cpio
 )
 
 if [[ $install -eq 1 ]]; then

@@ -17,6 +17,33 @@ std::string_view access_name(Access a) {
 }
 }  // namespace
 
+Status check_remote_range(uint64_t key, uint64_t base, uint64_t length, Access granted, uint64_t addr, uint64_t len,
+                          Access wanted) {
+  if (addr < base || len > length || addr - base > length - len)
+    return Status::AccessDenied("[{:#x}, +{}) is outside the region [{:#x}, +{}) of key {:#x}", addr, len, base,
+                                length, key);
+  if (!has_access(granted, wanted))
+    return Status::AccessDenied("region of key {:#x} grants {}, the operation needs {}", key, access_name(granted),
+                                access_name(wanted));
+  return {};
+}
+
+std::shared_ptr<RegionState> MemoryRegistry::find(uint64_t key) {
+  std::shared_lock lk(mu_);
+  auto it = regions_.find(key);
+  return it == regions_.end() ? nullptr : it->second;
+}
+
+void MemoryRegistry::add_observer(RegionObserver* o) {
+  std::lock_guard lk(observers_mu_);
+  observers_.push_back(o);
+}
+
+void MemoryRegistry::remove_observer(RegionObserver* o) {
+  std::lock_guard lk(observers_mu_);
+  std::erase(observers_, o);
+}
+
 Result<std::shared_ptr<RegionState>> MemoryRegistry::add(void* ptr, size_t len, Access access) {
   if (ptr == nullptr && len != 0) return Status::InvalidArgument("register_memory: null pointer with length {}", len);
   auto r = std::make_shared<RegionState>();
@@ -40,6 +67,10 @@ void MemoryRegistry::remove(RegionState& region) {
     if (!region.registered.exchange(false)) return;
     regions_.erase(region.key);
   }
+  {
+    std::lock_guard lk(observers_mu_);
+    for (RegionObserver* o : observers_) o->on_remove(region);
+  }
   // New operations can no longer find the key; wait out the ones in flight. They are bounded
   // by a single frame's payload, so this is short.
   while (region.inflight.load(std::memory_order_acquire) > 0) std::this_thread::yield();
@@ -51,13 +82,8 @@ Result<RegionPin> MemoryRegistry::acquire(uint64_t key, uint64_t addr, uint64_t 
   if (it == regions_.end())
     return Status::AccessDenied("key {:#x} is not registered at the target (wrong key, or the region was deregistered)", key);
   RegionState& r = *it->second;
-  uint64_t base = reinterpret_cast<uint64_t>(r.base);
-  if (addr < base || len > r.length || addr - base > r.length - len)
-    return Status::AccessDenied("[{:#x}, +{}) is outside the region [{:#x}, +{}) of key {:#x}", addr, len, base,
-                                r.length, key);
-  if (!has_access(r.access, wanted))
-    return Status::AccessDenied("region of key {:#x} grants {}, the operation needs {}", key, access_name(r.access),
-                                access_name(wanted));
+  PODNET_RETURN_IF_ERROR(
+      check_remote_range(key, reinterpret_cast<uint64_t>(r.base), r.length, r.access, addr, len, wanted));
   r.inflight.fetch_add(1, std::memory_order_acquire);
   return RegionPin(it->second);
 }

@@ -8,8 +8,10 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <shared_mutex>
 #include <unordered_map>
+#include <vector>
 
 namespace podnet::detail {
 
@@ -48,6 +50,20 @@ class RegionPin {
   std::shared_ptr<RegionState> region_;
 };
 
+// Told when a region is deregistered, before remove() returns (so before the memory can be
+// freed): a transport that registers memory with hardware (verbs) drops its registration of
+// the region here. Called outside the registry's lock; must not call back into the registry.
+class RegionObserver {
+ public:
+  virtual ~RegionObserver() = default;
+  virtual void on_remove(RegionState& region) = 0;
+};
+
+// The target-side check of [addr, addr+len) against a region; the error says exactly what
+// was wrong (bounds, rights). Shared by acquire() and by transports whose hardware checks.
+Status check_remote_range(uint64_t key, uint64_t base, uint64_t length, Access granted, uint64_t addr, uint64_t len,
+                          Access wanted);
+
 class MemoryRegistry : public std::enable_shared_from_this<MemoryRegistry> {
  public:
   explicit MemoryRegistry(uint64_t owner_id) : owner_(owner_id) {}
@@ -58,12 +74,19 @@ class MemoryRegistry : public std::enable_shared_from_this<MemoryRegistry> {
   // The error says exactly what was wrong (unknown key, bounds, rights).
   Result<RegionPin> acquire(uint64_t key, uint64_t addr, uint64_t len, Access wanted);
   uint64_t owner() const noexcept { return owner_; }
+  // The registered region of `key`, or nullptr (no pin: for transports whose hardware
+  // enforces access once the region is registered with it).
+  std::shared_ptr<RegionState> find(uint64_t key);
+  void add_observer(RegionObserver* o);
+  void remove_observer(RegionObserver* o);  // waits for a running on_remove() to return
 
  private:
   uint64_t owner_;
   std::shared_mutex mu_;
   std::unordered_map<uint64_t, std::shared_ptr<RegionState>> regions_;
   uint64_t next_ = 0;
+  std::mutex observers_mu_;  // held while observers run
+  std::vector<RegionObserver*> observers_;
 };
 
 }  // namespace podnet::detail

@@ -22,6 +22,7 @@ std::string format_address(const PeerAddress& a) {
   std::string s = fmt::format("podnet1;id={:x};rank={};host={};tcp={}", a.id, a.rank, a.host, a.tcp);
   if (!a.shm.empty()) s += fmt::format(";shm={}", a.shm);
   if (!a.want.empty()) s += fmt::format(";want={}", a.want);
+  if (!a.verbs.empty()) s += fmt::format(";verbs={}", a.verbs);
   return s;
 }
 
@@ -52,6 +53,8 @@ Result<PeerAddress> parse_address(std::string_view blob) {
       a.shm = v;
     } else if (k == "want") {
       a.want = v;
+    } else if (k == "verbs") {
+      a.verbs = v;
     }  // unknown fields are skipped: newer peers may add transports
   }
   if (a.id == 0 || a.tcp.empty()) return Status::InvalidArgument("address lacks id or tcp: '{}'", blob);
@@ -70,8 +73,10 @@ Result<std::unique_ptr<Context>> ContextImpl::create(const ContextOptions& optio
   char host[256] = {};
   gethostname(host, sizeof host - 1);
   c->hostname_ = host;
-  if (c->config_.transport != "auto" && c->config_.transport != "tcp" && c->config_.transport != "shm")
-    return Status::InvalidArgument("PODNET_TRANSPORT='{}': available transports are auto, tcp, shm", c->config_.transport);
+  if (c->config_.transport != "auto" && c->config_.transport != "tcp" && c->config_.transport != "shm" &&
+      c->config_.transport != "verbs")
+    return Status::InvalidArgument("PODNET_TRANSPORT='{}': available transports are auto, tcp, shm, verbs",
+                                   c->config_.transport);
 
   std::string bind = options.bind_address;
   if (bind.empty()) {
@@ -105,6 +110,7 @@ Result<std::unique_ptr<Context>> ContextImpl::create(const ContextOptions& optio
   PODNET_ASSIGN_OR_RETURN(c->tcp_, tcp::TcpTransport::create(*c->engine_, *c->registry_, c->id_, c->rank_, bind,
                                                              options.port, to));
   if (c->config_.transport != "tcp") PODNET_RETURN_IF_ERROR(c->create_shm());
+  if (c->config_.transport == "auto" || c->config_.transport == "verbs") PODNET_RETURN_IF_ERROR(c->create_verbs());
   c->engine_->start();
   PODNET_INFO(kXfer, "context ready in {} us: tcp {} ({} streams){}", (now_ns() - t0) / 1000, c->tcp_->address(),
               to.streams, c->shm_ ? fmt::format(", shm {}", c->shm_->address()) : std::string());
@@ -131,10 +137,52 @@ Status ContextImpl::create_shm() {
   return {};
 }
 
+// --- verbs (src/transport/verbs) ------------------------------------------------------------
+Status ContextImpl::create_verbs() {
+  verbs::VerbsOptions vo;
+  vo.device = config_.verbs_device;
+  vo.gid_index = config_.verbs_gid_index;
+  vo.eager_max = config_.verbs_eager_max;
+  vo.recv_depth = config_.verbs_recv_depth;
+  vo.sq_depth = config_.verbs_sq_depth;
+  vo.chunk = config_.verbs_chunk;
+  vo.check = config_.verbs_check;
+  vo.ack_timeout = config_.verbs_timeout;
+  vo.retry_count = config_.verbs_retry;
+  vo.heartbeat_ms = config_.heartbeat_ms;
+  vo.peer_timeout_ms = config_.peer_timeout_ms;
+  vo.connect_timeout_ms = config_.connect_timeout_ms;
+  auto t = verbs::create_verbs_transport(*engine_, *registry_, id_, rank_, vo);
+  if (t.ok()) {
+    verbs_ = std::move(t).value();
+    return {};
+  }
+  if (config_.transport == "verbs" || t.status().code() == Code::kInvalidArgument)
+    return t.status().with_context("PODNET_TRANSPORT={}: verbs", config_.transport);
+  verbs_why_ = t.status().message();
+  PODNET_INFO(kXfer, "verbs transport unavailable: {}", verbs_why_);
+  return {};
+}
+
+Transport* ContextImpl::choose_verbs(const PeerAddress& peer, std::string* why) const {
+  if (!verbs_) {
+    *why = fmt::format("verbs unavailable here: {}", verbs_why_);
+    return nullptr;
+  }
+  Status st = verbs::verbs_reachable(verbs_->address(), peer.verbs);
+  if (!st.ok()) {
+    *why = fmt::format("no verbs to rank {}: {}", peer.rank, st.message());
+    return nullptr;
+  }
+  *why = "both have a usable RDMA device";
+  return verbs_.get();
+}
+// ----------------------------------------------------------------------------------------------
+
 Result<Transport*> ContextImpl::choose(const PeerAddress& peer, std::string* why) const {
   const std::string& mine = config_.transport;
   const std::string theirs = peer.want.empty() ? "auto" : peer.want;
-  if ((mine == "tcp" && theirs == "shm") || (mine == "shm" && theirs == "tcp"))
+  if (mine != theirs && mine != "auto" && theirs != "auto")
     return Status::InvalidArgument("rank {} wants PODNET_TRANSPORT={} and this rank {}: set the same on every rank",
                                    peer.rank, theirs, mine);
   if (mine == "tcp" || theirs == "tcp") {
@@ -146,7 +194,8 @@ Result<Transport*> ContextImpl::choose(const PeerAddress& peer, std::string* why
     auto a = shm::parse_shm_address(peer.shm);
     if (a.ok()) peer_host = a->host_id;
   }
-  if (shm_ && !peer_host.empty() && peer_host == shm_->host_id()) {
+  const bool want_verbs = mine == "verbs" || theirs == "verbs";
+  if (shm_ && !want_verbs && !peer_host.empty() && peer_host == shm_->host_id()) {
     *why = "same host";
     return static_cast<Transport*>(shm_.get());
   }
@@ -155,12 +204,20 @@ Result<Transport*> ContextImpl::choose(const PeerAddress& peer, std::string* why
                                            : fmt::format("other host ({} vs {})", peer_host, shm_->host_id());
   if (mine == "shm" || theirs == "shm")
     return Status::InvalidArgument("PODNET_TRANSPORT=shm, but rank {} cannot use shared memory: {}", peer.rank, reason);
-  *why = reason;
+  std::string verbs_why;
+  if (Transport* v = choose_verbs(peer, &verbs_why)) {
+    *why = fmt::format("{}; {}", want_verbs ? "PODNET_TRANSPORT=verbs" : reason, verbs_why);
+    return v;
+  }
+  if (want_verbs)
+    return Status::InvalidArgument("PODNET_TRANSPORT=verbs, but rank {} cannot use verbs: {}", peer.rank, verbs_why);
+  *why = fmt::format("{}; {}", reason, verbs_why);
   return static_cast<Transport*>(tcp_.get());
 }
 
 ContextImpl::~ContextImpl() {
   if (shm_) shm_->shutdown();
+  if (verbs_) verbs_->shutdown();
   if (tcp_) tcp_->shutdown();
   if (engine_) engine_->stop();
   {
@@ -169,12 +226,19 @@ ContextImpl::~ContextImpl() {
   }
   tcp_.reset();
   shm_.reset();
+  verbs_.reset();
   engine_.reset();
 }
 
 std::string ContextImpl::address() const {
-  return format_address(
-      PeerAddress{id_, rank_, hostname_, tcp_->address(), shm_ ? shm_->address() : std::string(), config_.transport});
+  PeerAddress a{id_,
+                rank_,
+                hostname_,
+                tcp_->address(),
+                shm_ ? shm_->address() : std::string(),
+                config_.transport,
+                verbs_ ? verbs_->address() : std::string()};
+  return format_address(a);
 }
 
 Result<MemoryRegion> ContextImpl::register_memory(void* ptr, size_t len, Access access) {
@@ -189,7 +253,7 @@ Result<std::shared_ptr<Endpoint>> ContextImpl::connect(std::string_view peer_add
   if (it != endpoints_.end()) return it->second;
   std::string why;
   PODNET_ASSIGN_OR_RETURN(Transport * t, choose(a, &why));
-  const std::string& where = t == shm_.get() ? a.shm : a.tcp;
+  const std::string& where = t == shm_.get() ? a.shm : t == verbs_.get() ? a.verbs : a.tcp;
   auto te = t->connect(a.id, a.rank, where);
   if (!te.ok()) return te.status().with_context("connect to rank {} ({} {})", a.rank, t->name(), where);
   PODNET_INFO(kXfer, "rank {}: {} ({})", a.rank, t->name(), why);

@@ -13,6 +13,7 @@
 #include "transport/registry.h"
 #include "transport/shm/transport.h"
 #include "transport/tcp/transport.h"
+#include "transport/verbs/verbs.h"
 
 namespace podnet::detail {
 
@@ -24,6 +25,7 @@ struct PeerAddress {
   std::string tcp;   // "ip:port"
   std::string shm;   // "host-id,pid,socket"; empty: the peer has no shm transport
   std::string want;  // the peer's PODNET_TRANSPORT
+  std::string verbs;  // verbs::VerbsAddress; empty: no usable RDMA device
 };
 std::string format_address(const PeerAddress& a);
 Result<PeerAddress> parse_address(std::string_view blob);
@@ -43,6 +45,9 @@ class ContextImpl final : public Context {
  private:
   ContextImpl() = default;
   Status create_shm();
+  Status create_verbs();  // verbs_ stays null (with verbs_why_) when there is no usable device
+  // choose()'s verbs clause: the verbs transport when both peers can use it, else null and why.
+  Transport* choose_verbs(const PeerAddress& peer, std::string* why) const;
   // Which transport serves this peer; the same answer on both sides.
   Result<detail::Transport*> choose(const PeerAddress& peer, std::string* why) const;
 
@@ -54,6 +59,8 @@ class ContextImpl final : public Context {
   std::shared_ptr<MemoryRegistry> registry_;
   std::unique_ptr<tcp::TcpTransport> tcp_;
   std::unique_ptr<shm::ShmTransport> shm_;
+  std::unique_ptr<Transport> verbs_;
+  std::string verbs_why_;  // why verbs_ is null
   std::mutex mu_;
   std::unordered_map<uint64_t, std::shared_ptr<Endpoint>> endpoints_;
 };

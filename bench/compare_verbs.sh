@@ -1,0 +1,120 @@
+#!/usr/bin/env bash
+# Side by side on one RDMA device, same host, same run: perftest (ib_write_bw, ib_read_bw,
+# ib_send_lat, ib_write_lat) and `podnet bench p2p` over the verbs transport; prints each
+# pair and the podnet/perftest ratio against the targets (bandwidth >= 0.9x, latency <= 1.1x).
+# Runs wherever an RDMA device is up; in CI inside the soft-RoCE VM:
+#   tests/rdma-lab/run.sh --suite compare        (writes <out>/vm1/compare.txt)
+# Under emulation (rxe in qemu TCG) absolute numbers mean nothing; ratios still say whether
+# podnet adds overhead over raw verbs on the same device.
+#
+#   bench/compare_verbs.sh [--podnet PATH] [--device rxe0] [--gid N] [--out FILE] [--iters N]
+# Exit status: 0 when every measurement ran (a report, targets met or not); 1 on an error.
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+podnet=${PODNET:-$root/build/tools/podnet/podnet}
+device=${PODNET_VERBS_DEVICE:-rxe0}
+gid=${PODNET_LAB_GID_INDEX:-1}
+out=""
+bw_iters=500
+lat_iters=1000
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --podnet) podnet=$2; shift ;;
+    --device) device=$2; shift ;;
+    --gid) gid=$2; shift ;;
+    --out) out=$2; shift ;;
+    --iters) bw_iters=$2; lat_iters=$((2 * $2)); shift ;;
+    -h|--help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "compare_verbs: unknown option '$1'" >&2; exit 2 ;;
+  esac
+  shift
+done
+for t in ib_write_bw ib_read_bw ib_send_lat ib_write_lat python3; do
+  command -v "$t" >/dev/null || { echo "compare_verbs: '$t' missing (Debian: perftest, python3)" >&2; exit 1; }
+done
+server_ip=$(ip -4 -o addr show | awk '$2 != "lo" {sub(/\/.*/, "", $4); print $4; exit}')
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+port=$((18515 + RANDOM % 1000))
+
+# perftest NAME ARGS...: server in the background, client in front; prints the client's output.
+perftest() {
+  local tool=$1; shift
+  echo "compare_verbs: $tool $*" >&2
+  port=$((port + 1))
+  timeout 100 "$tool" -d "$device" -x "$gid" -F -p "$port" "$@" >"$work/server.txt" 2>&1 &
+  local spid=$!
+  sleep 1
+  timeout 90 "$tool" -d "$device" -x "$gid" -F -p "$port" "$@" "$server_ip" >"$work/$tool.txt" 2>&1 || true
+  wait "$spid" 2>/dev/null || true
+  cat "$work/$tool.txt"
+}
+# podnet_p2p NAME ARGS...: two ranks over verbs, JSON to $work/NAME.json.
+podnet_p2p() {
+  local name=$1; shift
+  echo "compare_verbs: podnet bench p2p $*" >&2
+  PODNET_TRANSPORT=verbs timeout 120 "$podnet" run -n 2 -- "$podnet" bench p2p --json "$@" \
+    >"$work/$name.raw" 2>&1 || true
+  sed -n 's/^\[0\] //p' "$work/$name.raw" >"$work/$name.json"
+}
+
+for size in 65536 1048576; do
+  n=$bw_iters; [[ $size -gt 65536 ]] && n=$((bw_iters / 5))
+  perftest ib_write_bw -s "$size" -n "$n" --report_gbits >/dev/null
+  mv "$work/ib_write_bw.txt" "$work/pt_write_$size.txt"
+  perftest ib_read_bw -s "$size" -n "$n" --report_gbits >/dev/null
+  mv "$work/ib_read_bw.txt" "$work/pt_read_$size.txt"
+  podnet_p2p "pn_write_$size" -o write -m bw -s "$size" -n "$n" -t 128
+  podnet_p2p "pn_read_$size" -o read -m bw -s "$size" -n "$n" -t 128
+done
+perftest ib_send_lat -s 8 -n "$lat_iters" >/dev/null
+perftest ib_write_lat -s 8 -n "$lat_iters" >/dev/null
+# podnet's default wait (spin 50 us, then sleep on the completion channel); PODNET_BUSY_POLL=1
+# polls like perftest but, in a 2-vCPU VM, starves rxe's kernel threads (8.6x worse in one run).
+podnet_p2p pn_send_lat -o send -m lat -s 8 -n "$lat_iters"
+podnet_p2p pn_wn_lat -o write_notify -m lat -s 8 -n "$lat_iters"
+
+python3 - "$work" "$device" "$gid" <<'EOF' | tee "${out:-/dev/null}"
+import json, os, re, sys, datetime
+work, device, gid = sys.argv[1:4]
+def perftest(name, col):
+    # the client's result row: first field the size, then iterations and the figures
+    try:
+        for line in open(os.path.join(work, name)):
+            f = line.split()
+            if len(f) > col and re.fullmatch(r"\d+", f[0]) and re.fullmatch(r"\d+", f[1]):
+                v = float(f[col])
+                return v if v == v and v not in (float("inf"), 0.0) else None  # perftest's failed clock: inf
+    except OSError:
+        pass
+    return None
+def podnet(name, key):
+    try:
+        r = json.load(open(os.path.join(work, name + ".json")))["results"][0]
+        return r.get(key)
+    except (OSError, ValueError, KeyError, IndexError):
+        return None
+rows = []
+for size in (65536, 1048576):
+    for op in ("write", "read"):
+        pt = perftest(f"pt_{op}_{size}.txt", 3)          # BW average [Gb/s]
+        pn = podnet(f"pn_{op}_{size}", "bw_gbits_per_s")
+        rows.append((f"{op} bandwidth {size} B [Gb/s]", f"ib_{op}_bw", pt, pn, "bw"))
+for tool, name, pnname in (("ib_send_lat", "send", "pn_send_lat"), ("ib_write_lat", "write_notify", "pn_wn_lat")):
+    pt = perftest(f"{tool}.txt", 4)                        # t_typical [usec]
+    pn = podnet(pnname, "t_typical_us")
+    rows.append((f"{name} latency 8 B, typical [us]", tool, pt, pn, "lat"))
+print(f"# podnet verbs vs perftest, {datetime.datetime.now():%Y-%m-%d %H:%M}, device {device} GID index {gid}")
+print("# same device, same run; bandwidth target >= 0.90x, latency target <= 1.10x")
+print(f"# {'measurement':34} {'perftest tool':13} {'perftest':>10} {'podnet':>10} {'ratio':>7}  target")
+for label, tool, pt, pn, kind in rows:
+    ratio = pn / pt if pt and pn else None
+    ok = None if ratio is None else (ratio >= 0.9 if kind == "bw" else ratio <= 1.1)
+    fmt = lambda v: "n/a" if v is None else f"{v:.3f}"
+    verdict = "n/a" if ok is None else ("met" if ok else "MISSED")
+    print(f"  {label:34} {tool:13} {fmt(pt):>10} {fmt(pn):>10} {fmt(ratio):>7}  {verdict}")
+EOF
+echo "# raw outputs:"
+for f in "$work"/pt_*.txt "$work"/ib_*_lat.txt; do echo "## $(basename "$f")"; tail -4 "$f"; done
+for f in "$work"/pn_*.raw; do echo "## $(basename "$f")"; grep -v '^\[1\]' "$f" | tail -25; done

@@ -1,0 +1,465 @@
+// VerbsEndpoint: connection set-up and the posting side (user calls, the local FIFO and
+// what pump() may post). Completions are handled in completion.cc.
+#include "transport/verbs/endpoint.h"
+
+#include <arpa/inet.h>
+
+#include <cstring>
+
+#include "base/clock.h"
+#include "base/log.h"
+#include "transport/request.h"
+#include "transport/verbs/transport.h"
+
+namespace podnet::verbs {
+
+VerbsEndpoint::VerbsEndpoint(VerbsTransport* transport, uint64_t peer_id, int peer_rank, std::string peer_host)
+    : transport_(transport), peer_id_(peer_id), peer_rank_(peer_rank), peer_host_(std::move(peer_host)) {
+  created_ns_ = now_ns();
+}
+
+VerbsEndpoint::~VerbsEndpoint() { release_resources(); }
+
+std::string VerbsEndpoint::peer_name() const { return fmt::format("rank {} ({})", peer_rank_, peer_host_); }
+
+Status VerbsEndpoint::ensure_cq() {
+  if (cq_.load(std::memory_order_acquire) != nullptr) return {};
+  const auto& o = transport_->options();
+  Device& d = transport_->device();
+  // Both QPs: send queues, the request QP's reply buffers and the serve QP's buffers.
+  int cqe = 2 * o.sq_depth + 3 * o.recv_depth + 64;
+  ibv_cq* cq = ibv_create_cq(d.ctx, cqe, this, transport_->channel(), 0);
+  if (cq == nullptr) return Status::Unavailable("{}: ibv_create_cq({}): {}", d.name, cqe, std::strerror(errno));
+  beat_.assign(8, std::byte{0});
+  beat_mr_ = ibv_reg_mr(d.pd, beat_.data(), beat_.size(), IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+  if (beat_mr_ == nullptr) {
+    ibv_destroy_cq(cq);
+    return Status::Unavailable("{}: ibv_reg_mr (heartbeat word): {}", d.name, std::strerror(errno));
+  }
+  ibv_req_notify_cq(cq, 0);
+  cq_.store(cq, std::memory_order_release);
+  return {};
+}
+
+Hello VerbsEndpoint::hello(Hello::Kind kind, const QueuePair& q) const {
+  Device& d = transport_->device();
+  Hello h;
+  h.kind = kind;
+  h.ctx_id = transport_->ctx_id();
+  h.rank = transport_->rank();
+  h.qpn = q.qpn();
+  h.psn = q.psn();
+  h.mtu = static_cast<uint32_t>(d.port_attr.active_mtu);
+  std::memcpy(h.gid, d.gid.raw, 16);
+  h.recv_depth = static_cast<uint32_t>(q.shape().recv_depth);
+  h.recv_size = q.shape().recv_size;
+  h.beat_addr = reinterpret_cast<uint64_t>(beat_.data());
+  h.beat_rkey = beat_mr_->rkey;
+  h.max_rd_atom = static_cast<uint32_t>(d.max_rd_atom);
+  return h;
+}
+
+QpShape VerbsEndpoint::shape(bool request_qp) const {
+  const auto& o = transport_->options();
+  QpShape s;
+  s.sq_depth = o.sq_depth;
+  if (request_qp) {
+    s.recv_depth = 2 * o.recv_depth + 16;  // replies: one per request at most, plus credits and revokes
+    s.recv_size = sizeof(Msg);
+    s.send_slots = o.recv_depth;  // messages in flight are bounded by credits anyway
+    s.slot_size = static_cast<uint32_t>(sizeof(Msg) + o.eager_max);
+  } else {
+    s.recv_depth = o.recv_depth;
+    s.recv_size = static_cast<uint32_t>(sizeof(Msg) + o.eager_max);
+    s.send_slots = o.sq_depth;
+    s.slot_size = sizeof(Msg);
+  }
+  return s;
+}
+
+Result<Hello> VerbsEndpoint::start_request_qp() {
+  std::lock_guard lk(mu_);
+  if (req_qp_) return Status::Cancelled("already connecting");
+  if (!failed_.ok()) return failed_;
+  PODNET_RETURN_IF_ERROR(ensure_cq());
+  PODNET_ASSIGN_OR_RETURN(req_qp_, QueuePair::create(transport_->device(), cq(), shape(true)));
+  created_ns_ = now_ns();
+  return hello(Hello::kHello, *req_qp_);
+}
+
+bool VerbsEndpoint::request_started() const {
+  std::lock_guard lk(mu_);
+  return req_qp_ != nullptr;
+}
+
+Status VerbsEndpoint::on_reply(const Hello& reply) {
+  Done done;
+  {
+    std::lock_guard lk(mu_);
+    if (!failed_.ok() || !req_qp_) return failed_;
+    if (Status st = req_qp_->connect(reply, transport_->options()); !st.ok()) {
+      fail_locked(Status::PeerFailed("connecting the queue pair: {}", st.message()), done);
+    } else {
+      peer_req_ = reply;
+      credits_ = static_cast<int>(reply.recv_depth);
+      connected_ = true;
+      ibv_gid g;
+      std::memcpy(g.raw, reply.gid, 16);
+      Device& d = transport_->device();
+      PODNET_INFO(kNet, "verbs: {} connected: {} port {} GID {} ({}) -> GID {}, MTU {}, QP {:#x} -> {:#x}",
+                  peer_name(), d.name, d.port, d.gid_index, gid_text(d.gid), gid_text(g),
+                  mtu_bytes(req_qp_->path_mtu()), req_qp_->qpn(), reply.qpn);
+      pump(done);
+    }
+  }
+  finish(done);
+  return health();
+}
+
+Result<Hello> VerbsEndpoint::accept_serve_qp(const Hello& h) {
+  std::lock_guard lk(mu_);
+  if (!failed_.ok()) return failed_;
+  if (serve_qp_) return Status::Protocol("{} connected twice", peer_name());
+  PODNET_RETURN_IF_ERROR(ensure_cq());
+  PODNET_ASSIGN_OR_RETURN(serve_qp_, QueuePair::create(transport_->device(), cq(), shape(false)));
+  PODNET_RETURN_IF_ERROR(serve_qp_->connect(h, transport_->options()));
+  peer_serve_ = h;
+  return hello(Hello::kReply, *serve_qp_);
+}
+
+std::shared_ptr<detail::RequestState> VerbsEndpoint::new_request(const char* op) {
+  return std::make_shared<detail::RequestState>(&transport_->engine(), op,
+                                                next_seq_.fetch_add(1, std::memory_order_relaxed));
+}
+
+Status VerbsEndpoint::op_error(const detail::RequestState& r, const Status& why) const {
+  return Status(why.code(), fmt::format("{} seq {} to {}: {}", r.op(), r.seq(), peer_name(), why.message()));
+}
+
+VerbsEndpoint::Req VerbsEndpoint::failed_request(const char* op, const Status& why) {
+  auto r = new_request(op);
+  r->complete(op_error(*r, why));
+  return r;
+}
+
+void VerbsEndpoint::enqueue(Pending p) {
+  Done done;
+  {
+    std::lock_guard lk(mu_);
+    if (!failed_.ok()) {
+      done.reqs.emplace_back(p.req, op_error(*p.req, failed_));
+    } else {
+      pending_.push_back(std::move(p));
+      pump(done);
+    }
+  }
+  finish(done);
+}
+
+VerbsEndpoint::Req VerbsEndpoint::write(const detail::RegionState& local, size_t local_off, const RemoteKey& remote,
+                                        uint64_t remote_off, size_t len, const uint64_t* imm) {
+  const char* op = imm ? "write_notify" : "write";
+  auto mr = transport_->mrs().get(local);
+  if (!mr.ok()) return failed_request(op, mr.status().with_context("local region"));
+  Pending p;
+  p.kind = Kind::kWrite;
+  p.req = new_request(op);
+  p.laddr = local.base + local_off;
+  p.lkey = *mr ? (*mr)->lkey : 0;
+  p.key = remote.key;
+  p.raddr = remote.addr + remote_off;
+  p.len = len;
+  p.notify = imm != nullptr;
+  p.imm = imm ? *imm : 0;
+  auto r = p.req;
+  r->bytes = len;
+  enqueue(std::move(p));
+  return r;
+}
+
+VerbsEndpoint::Req VerbsEndpoint::read(const detail::RegionState& local, size_t local_off, const RemoteKey& remote,
+                                       uint64_t remote_off, size_t len) {
+  auto mr = transport_->mrs().get(local);
+  if (!mr.ok()) return failed_request("read", mr.status().with_context("local region"));
+  Pending p;
+  p.kind = Kind::kRead;
+  p.req = new_request("read");
+  p.laddr = local.base + local_off;
+  p.lkey = *mr ? (*mr)->lkey : 0;
+  p.key = remote.key;
+  p.raddr = remote.addr + remote_off;
+  p.len = len;
+  auto r = p.req;
+  r->bytes = len;
+  enqueue(std::move(p));
+  return r;
+}
+
+VerbsEndpoint::Req VerbsEndpoint::send(const void* buf, size_t len, uint64_t tag) {
+  auto r = new_request("send");
+  r->bytes = len;
+  if (len <= transport_->options().eager_max) {
+    Msg m;
+    m.type = MsgType::kEager;
+    m.tag = tag;
+    m.len = static_cast<uint32_t>(len);
+    Done done;
+    {
+      std::lock_guard lk(mu_);
+      if (!failed_.ok()) {
+        done.reqs.emplace_back(r, op_error(*r, failed_));
+      } else if (!(connected_ && pending_.empty() && post_message(m, buf, len))) {
+        Pending p;  // no room now: keep a copy, the caller's buffer is free when we return
+        p.kind = Kind::kEager;
+        p.req = r;
+        p.tag = tag;
+        p.payload.assign(static_cast<const std::byte*>(buf), static_cast<const std::byte*>(buf) + len);
+        pending_.push_back(std::move(p));
+        pump(done);
+      }
+      done.reqs.emplace_back(r, Status::Ok());  // ignored when an error completed it first
+    }
+    finish(done);
+    return r;
+  }
+  auto mr = transport_->mrs().register_buffer(buf, len, IBV_ACCESS_REMOTE_READ);
+  if (!mr.ok()) {
+    r->complete(op_error(*r, mr.status()));
+    return r;
+  }
+  Pending p;
+  p.kind = Kind::kRts;
+  p.req = r;
+  p.tag = tag;
+  p.mr = *mr;
+  p.len = len;
+  enqueue(std::move(p));
+  return r;
+}
+
+VerbsEndpoint::Req VerbsEndpoint::recv(void* buf, size_t capacity, uint64_t tag, uint64_t mask) {
+  auto r = new_request("recv");
+  detail::PostedRecv pr{static_cast<std::byte*>(buf), capacity, tag, mask, r};
+  auto msg = matcher_.post(pr);
+  if (!msg) return r;
+  if (!msg->rendezvous) {
+    detail::deliver_eager(pr, msg->data.data(), msg->length, msg->tag);
+    return r;
+  }
+  Done done;
+  {
+    std::lock_guard lk(mu_);
+    if (!failed_.ok()) {
+      done.reqs.emplace_back(r, op_error(*r, failed_));
+    } else {
+      start_pull(std::move(pr), msg->rdv_id, done);
+      pump(done);
+    }
+  }
+  finish(done);
+  return r;
+}
+
+VerbsEndpoint::Req VerbsEndpoint::recv_notify() {
+  auto r = new_request("recv_notify");
+  if (auto imm = matcher_.post_notify(r)) {
+    r->imm = *imm;
+    r->complete(Status::Ok());
+  }
+  return r;
+}
+
+Status VerbsEndpoint::health() const {
+  std::lock_guard lk(mu_);
+  return failed_;
+}
+
+void VerbsEndpoint::finish(Done& done) {
+  for (auto& [r, st] : done.reqs) r->complete(st);
+  done.reqs.clear();
+  if (!done.matcher_failure.ok()) matcher_.fail(done.matcher_failure);
+}
+
+// ---- what pump() posts (mu_ held) -------------------------------------------------------
+
+bool VerbsEndpoint::post_message(const Msg& m, const void* payload, size_t len) {
+  QueuePair& q = *req_qp_;
+  if (credits_ <= 0 || q.sq_used >= q.shape().sq_depth) return false;
+  int slot = q.take_slot();
+  if (slot < 0) return false;
+  std::byte* p = q.slot(slot);
+  std::memcpy(p, &m, sizeof m);
+  if (len > 0) std::memcpy(p + sizeof m, payload, len);
+  ibv_sge sge{reinterpret_cast<uint64_t>(p), static_cast<uint32_t>(sizeof m + len), q.slot_lkey()};
+  ibv_send_wr wr{};
+  wr.wr_id = make_wr_id(WrKind::kSlot, static_cast<uint64_t>(slot), 0);
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.opcode = IBV_WR_SEND;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  ibv_send_wr* bad = nullptr;
+  if (int rc = ibv_post_send(q.qp(), &wr, &bad)) {
+    q.give_slot(slot);
+    post_failed_ = Status::PeerFailed("ibv_post_send: {}", std::strerror(rc));
+    return false;
+  }
+  --credits_;
+  ++q.sq_used;
+  last_post_ns_ = now_ns();
+  return true;
+}
+
+bool VerbsEndpoint::post_reply(Msg m) {
+  QueuePair& q = *serve_qp_;
+  if (q.sq_used >= q.shape().sq_depth) return false;
+  int slot = q.take_slot();
+  if (slot < 0) return false;
+  m.credits = static_cast<uint16_t>(std::min(credits_owed_, 0xFFFF));
+  std::byte* p = q.slot(slot);
+  std::memcpy(p, &m, sizeof m);
+  ibv_sge sge{reinterpret_cast<uint64_t>(p), static_cast<uint32_t>(sizeof m), q.slot_lkey()};
+  ibv_send_wr wr{};
+  wr.wr_id = make_wr_id(WrKind::kSlot, static_cast<uint64_t>(slot), 0);
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.opcode = IBV_WR_SEND;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  ibv_send_wr* bad = nullptr;
+  if (int rc = ibv_post_send(q.qp(), &wr, &bad)) {
+    q.give_slot(slot);
+    post_failed_ = Status::PeerFailed("ibv_post_send (reply): {}", std::strerror(rc));
+    return false;
+  }
+  credits_owed_ -= m.credits;
+  ++q.sq_used;
+  return true;
+}
+
+bool VerbsEndpoint::post_rdma(QueuePair& q, ibv_wr_opcode opcode, uint64_t wr_id, std::byte* laddr, uint32_t lkey,
+                              size_t len, uint64_t raddr, uint32_t rkey, uint32_t imm_be) {
+  ibv_sge sge{reinterpret_cast<uint64_t>(laddr), static_cast<uint32_t>(len), lkey};
+  ibv_send_wr wr{};
+  wr.wr_id = wr_id;
+  wr.sg_list = len > 0 ? &sge : nullptr;
+  wr.num_sge = len > 0 ? 1 : 0;
+  wr.opcode = opcode;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.imm_data = imm_be;
+  wr.wr.rdma.remote_addr = raddr;
+  wr.wr.rdma.rkey = rkey;
+  ibv_send_wr* bad = nullptr;
+  if (int rc = ibv_post_send(q.qp(), &wr, &bad)) {
+    post_failed_ = Status::PeerFailed("ibv_post_send: {}", std::strerror(rc));
+    return false;
+  }
+  ++q.sq_used;
+  last_post_ns_ = now_ns();
+  return true;
+}
+
+void VerbsEndpoint::pump(Done& done) {
+  if (serve_qp_) {
+    while (!replies_.empty() && post_reply(replies_.front())) replies_.pop_front();
+    pump_pulls();
+  }
+  while (connected_ && !pending_.empty()) {
+    Pending& p = pending_.front();
+    bool handled = false;
+    if (p.kind == Kind::kWrite || p.kind == Kind::kRead) {
+      handled = pump_one_sided(p, done);
+    } else if (p.kind == Kind::kEager) {
+      Msg m;
+      m.type = MsgType::kEager;
+      m.tag = p.tag;
+      m.len = static_cast<uint32_t>(p.payload.size());
+      handled = post_message(m, p.payload.data(), p.payload.size());
+    } else if (p.kind == Kind::kRts) {
+      Msg m;
+      m.type = MsgType::kRts;
+      m.tag = p.tag;
+      m.id = next_rdv_++;
+      m.addr = reinterpret_cast<uint64_t>(p.mr->addr);
+      m.size = p.len;
+      m.rkey = p.mr->rkey;
+      handled = post_message(m, nullptr, 0);
+      if (handled) sends_[m.id] = SendWait{p.req, p.mr};
+      else --next_rdv_;
+    }
+    if (!handled) break;
+    pending_.pop_front();
+  }
+  if (!post_failed_.ok()) {
+    Status st = post_failed_;
+    post_failed_ = {};
+    fail_locked(st, done);
+  }
+}
+
+// Returns true when `p` is done with (posted in full, or refused).
+bool VerbsEndpoint::pump_one_sided(Pending& p, Done& done) {
+  KeyInfo& k = keys_[p.key];
+  if (!k.resolved) {
+    if (!k.asked) {
+      Msg m;
+      m.type = MsgType::kResolve;
+      m.tag = p.key;
+      if (post_message(m, nullptr, 0)) k.asked = true;
+    }
+    return false;  // the FIFO waits for the answer (one round trip per key and peer)
+  }
+  if (p.op_id == 0) {
+    Access need = p.kind == Kind::kRead ? Access::kRemoteRead : Access::kRemoteWrite;
+    // The target's own answer about its region: the same check (and words) as tcp/shm.
+    Status st = detail::check_remote_range(p.key, k.base, k.length, k.access, p.raddr, p.len, need);
+    if (!st.ok() && transport_->options().check) {
+      done.reqs.emplace_back(p.req, op_error(*p.req, st));
+      return true;
+    }
+    if (p.len == 0 && !p.notify) {
+      done.reqs.emplace_back(p.req, Status::Ok());
+      return true;
+    }
+    p.op_id = next_op_++;
+    ops_[p.op_id].req = p.req;
+  }
+  Op& op = ops_[p.op_id];
+  QueuePair& q = *req_qp_;
+  const size_t chunk = transport_->chunk();
+  const bool imm32 = p.imm <= 0xFFFFFFFFull;
+  while (!p.data_posted) {
+    size_t n = std::min(chunk, p.len - p.posted);
+    bool last = p.posted + n == p.len;
+    bool with_imm = last && p.notify && imm32;
+    if (n == 0 && !with_imm) {  // an empty write_notify with a 64-bit immediate: only the message
+      p.data_posted = true;
+      break;
+    }
+    if (q.sq_used >= q.shape().sq_depth || (with_imm && credits_ <= 0)) return false;
+    ibv_wr_opcode opc = p.kind == Kind::kRead ? IBV_WR_RDMA_READ
+                        : with_imm            ? IBV_WR_RDMA_WRITE_WITH_IMM
+                                              : IBV_WR_RDMA_WRITE;
+    uint64_t wr_id = make_wr_id(WrKind::kChunk, 0, p.op_id);
+    if (!post_rdma(q, opc, wr_id, p.laddr + p.posted, p.lkey, n, p.raddr + p.posted, k.rkey,
+                   htonl(static_cast<uint32_t>(p.imm))))
+      return true;  // pump() fails the endpoint
+    if (with_imm) --credits_;
+    ++op.outstanding;
+    p.posted += n;
+    p.data_posted = last;
+  }
+  if (p.notify && !imm32) {
+    // RC keeps order: the message arrives after the data it follows is placed.
+    Msg m;
+    m.type = MsgType::kNotify;
+    m.tag = p.imm;
+    if (!post_message(m, nullptr, 0)) return false;  // retried later; the data part is posted
+  }
+  op.all_posted = true;
+  if (op.outstanding == 0) {
+    done.reqs.emplace_back(op.req, Status::Ok());
+    ops_.erase(p.op_id);
+  }
+  return true;
+}
+
+}  // namespace podnet::verbs

@@ -1,0 +1,196 @@
+// A verbs peer: two RC queue pairs, like shm's two channels. The "request" QP is the one this
+// side connected: our operations go out on it and the peer's replies come back on it. The
+// "serve" QP is the one the peer connected: the peer's operations arrive there and our
+// replies (and rendezvous reads) leave from it. Self-connection is the same thing with both
+// QPs in one process. Both QPs share this endpoint's completion queue.
+//
+// Protocols:
+//   write / read   RDMA WRITE / READ, split into work requests of at most the chunk size.
+//                  The target's rkey comes from a kResolve request, asked once per podnet key
+//                  and cached; the reply carries the region's true bounds and rights, which
+//                  every later operation is checked against before it is posted (a clear
+//                  kAccessDenied, and the QP stays healthy). The NIC checks again: the MR
+//                  grants exactly what podnet granted. A deregistered region's MR is gone and
+//                  the target sends kRevoke to the peers that resolved it.
+//   write_notify   the last chunk is RDMA WRITE_WITH_IMM (imm < 2^32) or a WRITE followed by
+//                  a kNotify message; RC ordering places the data first.
+//   send           <= eager max: the payload is copied into a send slot and the request
+//                  completes (the buffer is reusable); kEager lands in a receive buffer.
+//                  Larger: the buffer is registered, kRts announces it; the receiver, once a
+//                  receive matches, RDMA-READs it straight into the (registered) receive
+//                  buffer and replies kFin, which completes the send.
+//   credits        a request message or WRITE_WITH_IMM uses one of the peer's receive
+//                  buffers; the peer returns credits on its replies (or in kCredit).
+//   back-pressure  a full send queue, no credit or no send slot leaves the operation in a
+//                  local FIFO (post order is kept); completions drain it. Nothing blocks.
+//   liveness       an idle request QP RDMA-writes 8 bytes to the peer every heartbeat: a dead
+//                  host turns into "retry exceeded"; the connection-setup socket closing
+//                  (process exited) fails the endpoint at once.
+#pragma once
+
+#include <atomic>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "transport/matcher.h"
+#include "transport/transport.h"
+#include "transport/verbs/qp.h"
+
+namespace podnet::verbs {
+
+class VerbsTransport;
+
+class VerbsEndpoint : public detail::TransportEndpoint, public std::enable_shared_from_this<VerbsEndpoint> {
+ public:
+  VerbsEndpoint(VerbsTransport* transport, uint64_t peer_id, int peer_rank, std::string peer_host);
+  ~VerbsEndpoint() override;
+
+  // Connection set-up (the transport's socket handlers call these).
+  Result<Hello> start_request_qp();             // our hello; kCancelled when already started
+  Status on_reply(const Hello& reply);          // the peer accepted: connect, start posting
+  Result<Hello> accept_serve_qp(const Hello& hello);  // the peer connected: our reply
+  bool request_started() const;
+
+  int peer_rank() const noexcept override { return peer_rank_; }
+  std::string peer_name() const override;
+  Req write(const detail::RegionState& local, size_t local_off, const RemoteKey& remote, uint64_t remote_off,
+            size_t len, const uint64_t* imm) override;
+  Req read(const detail::RegionState& local, size_t local_off, const RemoteKey& remote, uint64_t remote_off,
+           size_t len) override;
+  Req send(const void* buf, size_t len, uint64_t tag) override;
+  Req recv(void* buf, size_t capacity, uint64_t tag, uint64_t mask) override;
+  Req recv_notify() override;
+  Status health() const override;
+
+  int poll();              // drains the completion queue; returns completions handled
+  bool arm();              // requests a completion event; false if work arrived meanwhile
+  void tick(int64_t now_ns);
+  void revoke(uint64_t key);           // a local region peers may know was deregistered
+  // Sticky; completes everything pending with the error. `quiet`: an orderly close (logged
+  // at info, not as a warning).
+  void fail(const Status& why, bool quiet = false);
+  void release_resources();            // the transport is going away: QPs and CQ first
+  ibv_cq* cq() const { return cq_.load(std::memory_order_acquire); }
+
+ private:
+  struct KeyInfo {
+    bool resolved = false;
+    bool asked = false;
+    uint64_t base = 0, length = 0;
+    uint32_t rkey = 0;
+    Access access = Access::kNone;
+  };
+  enum class Kind { kWrite, kRead, kEager, kRts, kResolve };
+  struct Pending {
+    Kind kind = Kind::kWrite;
+    Req req;
+    // write / read
+    std::byte* laddr = nullptr;
+    uint32_t lkey = 0;
+    uint64_t key = 0, raddr = 0;
+    size_t len = 0, posted = 0;
+    bool data_posted = false;
+    bool notify = false;
+    uint64_t imm = 0;
+    uint64_t op_id = 0;
+    // messages
+    uint64_t tag = 0, id = 0;
+    std::vector<std::byte> payload;
+    ibv_mr* mr = nullptr;
+  };
+  struct Op {  // a one-sided operation or a rendezvous pull with work requests in flight
+    Req req;
+    int outstanding = 0;
+    bool all_posted = false;
+    bool pull = false;
+    ibv_mr* mr = nullptr;      // pull: the registered receive buffer
+    uint64_t rdv_id = 0;
+    detail::PostedRecv recv;   // pull
+    size_t len = 0;
+    uint64_t tag = 0;
+  };
+  struct RtsInfo {
+    uint64_t tag = 0;
+    uint64_t addr = 0;
+    uint32_t rkey = 0;
+    size_t len = 0;
+  };
+  struct SendWait {
+    Req req;
+    ibv_mr* mr = nullptr;
+  };
+  struct PullWork {
+    uint64_t op_id;
+    uint64_t raddr;
+    uint32_t rkey;
+    std::byte* laddr;
+    uint32_t lkey;
+    size_t len, posted;
+  };
+  // Completions collected under mu_ and delivered after it is released (a callback may post).
+  struct Done {
+    std::vector<std::pair<Req, Status>> reqs;
+    Status matcher_failure;
+  };
+
+  Status ensure_cq();
+  Hello hello(Hello::Kind kind, const QueuePair& q) const;
+  QpShape shape(bool request_qp) const;
+  std::shared_ptr<detail::RequestState> new_request(const char* op);
+  Req failed_request(const char* op, const Status& why);
+  Status op_error(const detail::RequestState& r, const Status& why) const;
+  void enqueue(Pending p);
+  // Posts what the queues and credits allow, in order. With mu_ held.
+  void pump(Done& done);
+  bool pump_one_sided(Pending& p, Done& done);
+  bool post_message(const Msg& m, const void* payload, size_t len);  // request QP; uses a credit
+  bool post_reply(Msg m);                                            // serve QP
+  bool post_rdma(QueuePair& q, ibv_wr_opcode opcode, uint64_t wr_id, std::byte* laddr, uint32_t lkey, size_t len,
+                 uint64_t raddr, uint32_t rkey, uint32_t imm_be);
+  void pump_pulls();
+  void start_pull(detail::PostedRecv recv, uint64_t rdv_id, Done& done);
+  void fail_key(uint64_t key, const Status& why, Done& done);
+  void finish(Done& done);
+  void handle(const ibv_wc& wc, Done& done);
+  void on_request_msg(const Msg& m, const std::byte* payload, Done& done);
+  void on_reply_msg(const Msg& m, Done& done);
+  void on_send_done(const ibv_wc& wc, bool request_qp, Done& done);
+  void fail_locked(const Status& why, Done& done, bool quiet = false);
+  std::string wc_error(const ibv_wc& wc, const char* what) const;
+
+  VerbsTransport* transport_;
+  const uint64_t peer_id_;
+  const int peer_rank_;
+  const std::string peer_host_;
+  std::atomic<uint64_t> next_seq_{1};
+  std::atomic<ibv_cq*> cq_{nullptr};
+
+  mutable std::mutex mu_;  // everything below
+  std::unique_ptr<QueuePair> req_qp_, serve_qp_;
+  Hello peer_req_{}, peer_serve_{};  // the peer's hellos (GID, heartbeat target)
+  bool connected_ = false;
+  int credits_ = 0;
+  int credits_owed_ = 0;  // serve-QP receive buffers re-posted and not yet reported
+  std::deque<Pending> pending_;
+  std::deque<Msg> replies_;
+  std::deque<PullWork> pulls_;
+  std::unordered_map<uint64_t, KeyInfo> keys_;
+  std::unordered_map<uint64_t, Op> ops_;
+  std::unordered_map<uint64_t, SendWait> sends_;    // rendezvous sends waiting for kFin
+  std::unordered_map<uint64_t, RtsInfo> rts_;       // announced rendezvous messages
+  std::vector<uint64_t> served_keys_;               // keys this peer resolved here
+  uint64_t next_op_ = 1, next_rdv_ = 1;
+  Status failed_;
+  Status post_failed_;  // an ibv_post_send error inside pump(): fails the endpoint there
+  int64_t created_ns_ = 0, last_post_ns_ = 0;
+  std::mutex poll_mu_;  // one thread drains the CQ at a time (keeps message order)
+  std::vector<std::byte> beat_;
+  ibv_mr* beat_mr_ = nullptr;
+
+  detail::TagMatcher matcher_;
+};
+
+}  // namespace podnet::verbs

@@ -1,0 +1,69 @@
+#!/bin/bash
+# Runs inside the lab VM (started by init.sh after switch_root; the host's tree is visible
+# read-only): brings up rxe0 on eth0 and runs the suites named on the kernel command line.
+# Each suite appends "<name> PASS|FAIL|SKIP <detail>" to /lab-out/results.txt and keeps its
+# output in /lab-out/<name>.log. Powers the VM off at the end (this is PID 1).
+set -u
+source "$(dirname "$0")/rxe_up.sh"
+suites=$(cmdline suites)
+src=$(cd "$(dirname "$0")/../.." && pwd)
+
+# run_suite NAME TIMEOUT CMD...: PASS when CMD exits 0.
+run_suite() {
+  local name=$1 limit=$2; shift 2
+  local t0=$SECONDS
+  timeout -k 5 "$limit" "$@" >"$out/$name.log" 2>&1
+  local rc=$?
+  if [[ $rc -eq 0 ]]; then result "$name" PASS "$((SECONDS - t0)) s"
+  else result "$name" FAIL "exit $rc after $((SECONDS - t0)) s: $*"; fi
+  return $rc
+}
+
+has() { [[ ",$suites," == *",$1,"* ]]; }
+
+if [[ -z $gid_index ]]; then
+  result rxe_up FAIL "no RoCEv2 IPv4 GID on rxe0 (see modprobe.log)"
+  exit 0
+fi
+result rxe_up PASS "rxe0 on eth0 $ip, RoCEv2 IPv4 GID index $gid_index"
+
+if has smoke; then
+  run_suite smoke_devinfo 30 ibv_devinfo -d rxe0
+  (ib_write_bw -d rxe0 -x "$gid_index" -s 65536 -n 200 -F >"$out/smoke_perftest_server.log" 2>&1 &)
+  sleep 1
+  run_suite smoke_perftest 60 ib_write_bw -d rxe0 -x "$gid_index" -s 65536 -n 200 -F "$ip"
+fi
+
+if has xfer; then
+  # The conformance suite, the same binary CI runs on the host, over verbs.
+  run_suite xfer_verbs 600 env PODNET_TRANSPORT=verbs "$build/tests/transport/test_xfer" \
+    --gtest_brief=1
+  passed=$(grep -o '\[  PASSED  \] [0-9]* test' "$out/xfer_verbs.log" | grep -o '[0-9]*' || echo 0)
+  failed=$(grep -o '\[  FAILED  \] [0-9]* test' "$out/xfer_verbs.log" | grep -o '[0-9]*' || echo 0)
+  echo "xfer_verbs: $passed gtest cases passed, ${failed:-0} failed" | tee -a "$out/counts.txt"
+  # Nothing in podnet checks one-sided operations here: the NIC must refuse on its own.
+  run_suite xfer_verbs_nic_check 180 env PODNET_TRANSPORT=verbs PODNET_VERBS_CHECK=0 bash -c \
+    "'$build/tests/transport/test_xfer' --gtest_filter='VerbsNic.*' | tee /dev/stderr | grep -q 'PASSED  \] 1 test'"
+fi
+
+if has p2p; then
+  for op in write read send write_notify; do
+    run_suite "p2p_${op}_check" 180 env PODNET_TRANSPORT=verbs "$podnet" run -n 2 -- \
+      "$podnet" bench p2p -o "$op" -s 1M -n 20 --check
+  done
+  run_suite p2p_send_lat 120 env PODNET_TRANSPORT=verbs "$podnet" run -n 2 -- \
+    "$podnet" bench p2p -o send -m lat -s 8 -n 200 --check
+fi
+
+if has coll; then
+  for n in 2 3 4; do
+    run_suite "coll_all_${n}ranks" 400 env PODNET_TRANSPORT=verbs "$podnet" run -n "$n" -- \
+      "$podnet" bench coll all -b 8 -e 256K -f 8 -w 1 -n 2 -c 1
+  done
+fi
+
+if has compare; then
+  run_suite compare_verbs 600 env PODNET_LAB_GID_INDEX="$gid_index" "$src/bench/compare_verbs.sh" \
+    --podnet "$podnet" --out "$out/compare.txt"
+fi
+exit 0

@@ -1,0 +1,85 @@
+// The verbs transport: address fields and reachability (pure), "unavailable with a reason" on
+// hosts without RDMA, and, on a real device (the soft-RoCE lab), that the NIC itself refuses
+// what podnet did not grant.
+#include <filesystem>
+
+#include "pair.h"
+#include "transport/progress.h"
+#include "transport/registry.h"
+#include "transport/verbs/verbs.h"
+
+namespace podnet::testing {
+namespace {
+
+bool has_rdma() { return std::filesystem::exists("/sys/class/infiniband"); }
+bool over_verbs() {
+  const char* t = std::getenv("PODNET_TRANSPORT");
+  return t != nullptr && std::string(t) == "verbs";
+}
+
+TEST(VerbsAddress, RoundTripAndRefusals) {
+  verbs::VerbsAddress a{"rxe0", 1, 3, std::string(32, 'a'), 3, 4, "10.0.0.1:4791"};
+  auto b = verbs::parse_verbs_address(verbs::format_verbs_address(a));
+  ASSERT_TRUE(b.ok()) << b.status().to_string();
+  EXPECT_EQ(b->device, "rxe0");
+  EXPECT_EQ(b->gid_index, 3);
+  EXPECT_EQ(b->oob, "10.0.0.1:4791");
+  for (const char* bad : {"", "rxe0,1,3", "rxe0,x,3,aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa,3,4,1.2.3.4:5",
+                          "rxe0,1,3,abc,3,4,1.2.3.4:5", "rxe0,1,3,aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa,3,4,nocolon"})
+    EXPECT_FALSE(verbs::parse_verbs_address(bad).ok()) << bad;
+}
+
+TEST(VerbsAddress, ReachableOnlyWithADeviceOnBothSidesOfOneFamily) {
+  std::string v4 = verbs::format_verbs_address({"rxe0", 1, 1, std::string(32, '0'), 3, 4, "10.0.0.1:1"});
+  std::string v6 = verbs::format_verbs_address({"rxe0", 1, 0, std::string(32, 'f'), 3, 6, "10.0.0.2:1"});
+  EXPECT_TRUE(verbs::verbs_reachable(v4, v4).ok());
+  Status st = verbs::verbs_reachable("", v4);
+  EXPECT_EQ(st.code(), Code::kUnavailable);
+  EXPECT_NE(st.message().find("no usable RDMA device here"), std::string::npos) << st.message();
+  st = verbs::verbs_reachable(v4, "");
+  EXPECT_NE(st.message().find("the peer has no usable RDMA device"), std::string::npos) << st.message();
+  st = verbs::verbs_reachable(v4, v6);
+  EXPECT_NE(st.message().find("GID families differ"), std::string::npos) << st.message();
+}
+
+// On a host without RDMA the transport says so, and the context leaves verbs out of its
+// address (peers then pick shm or tcp, as before).
+TEST(VerbsTransport, UnavailableWithAReasonWithoutADevice) {
+  if (has_rdma()) GTEST_SKIP() << "this host has an RDMA device (/sys/class/infiniband)";
+  auto engine = detail::ProgressEngine::create({}).value();
+  auto registry = std::make_shared<detail::MemoryRegistry>(1);
+  auto t = verbs::create_verbs_transport(*engine, *registry, 1, 0, {});
+  ASSERT_FALSE(t.ok());
+  EXPECT_EQ(t.status().code(), Code::kUnavailable);
+  EXPECT_FALSE(t.status().message().empty());
+  if (!over_verbs()) {
+    ContextOptions o;
+    o.bind_address = "127.0.0.1";
+    auto ctx = Context::create(o).value();
+    EXPECT_EQ(ctx->address().find(";verbs="), std::string::npos) << ctx->address();
+  }
+}
+
+// With PODNET_VERBS_CHECK=0 nothing in podnet checks a one-sided operation: the NIC at the
+// target must refuse an out-of-bounds range by itself (the MR covers exactly the region). RC
+// then breaks the queue pair, so the endpoint fails too, naming the peer.
+TEST(VerbsNic, RefusesWhatPodnetDidNotGrant) {
+  const char* check = std::getenv("PODNET_VERBS_CHECK");
+  if (!over_verbs() || check == nullptr || std::string(check) != "0")
+    GTEST_SKIP() << "needs PODNET_TRANSPORT=verbs PODNET_VERBS_CHECK=0 on an RDMA device (tests/rdma-lab)";
+  Pair p = Pair::make();
+  std::vector<std::byte> src = pattern(4096, 3), dst(4096, std::byte{0x5A});
+  auto msrc = p.a->register_memory(src.data(), src.size(), Access::kNone).value();
+  auto mdst = p.b->register_memory(dst.data(), 1024, Access::kRemoteWrite).value();
+  RemoteKey forged = mdst.remote_key();
+  forged.length = 4096;
+  Status st = p.ab->write(msrc, 0, forged, 512, 1024).wait(kWait);
+  EXPECT_EQ(st.code(), Code::kAccessDenied) << st.to_string();
+  EXPECT_NE(st.message().find("remote access error"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("rank 1"), std::string::npos) << st.message();
+  for (auto b : dst) ASSERT_EQ(b, std::byte{0x5A});
+  EXPECT_FALSE(p.ab->health().ok());
+}
+
+}  // namespace
+}  // namespace podnet::testing
