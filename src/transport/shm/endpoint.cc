@@ -52,16 +52,6 @@ ShmEndpoint::~ShmEndpoint() = default;
 
 std::string ShmEndpoint::peer_name() const { return fmt::format("rank {} (shm pid {})", peer_rank_, peer_pid_.load()); }
 
-std::shared_ptr<Channel> ShmEndpoint::out() {
-  std::lock_guard lk(ch_mu_);
-  return out_;
-}
-
-std::shared_ptr<Channel> ShmEndpoint::in() {
-  std::lock_guard lk(ch_mu_);
-  return in_;
-}
-
 Result<std::shared_ptr<Channel>> ShmEndpoint::start_outgoing() {
   std::lock_guard lk(ch_mu_);
   if (out_) return std::shared_ptr<Channel>();
@@ -646,12 +636,8 @@ void ShmEndpoint::check_liveness(Channel& ch, Liveness& l, int64_t now, const ch
 
 void ShmEndpoint::tick(int64_t now) {
   if (failed_flag_.load(std::memory_order_acquire)) return;
-  std::shared_ptr<Channel> o, i;
-  {
-    std::lock_guard lk(ch_mu_);
-    o = out_;
-    i = in_;
-  }
+  Channel* o = out_raw_.load(std::memory_order_acquire);
+  Channel* i = in_raw_.load(std::memory_order_acquire);
   if (i) {
     i->beat();
     check_liveness(*i, in_live_, now, "incoming");
@@ -668,14 +654,8 @@ void ShmEndpoint::tick(int64_t now) {
 }
 
 void ShmEndpoint::close_gracefully() {
-  std::shared_ptr<Channel> o, i;
-  {
-    std::lock_guard lk(ch_mu_);
-    o = out_;
-    i = in_;
-  }
-  for (auto& ch : {o, i}) {
-    if (!ch) continue;
+  for (Channel* ch : {out_raw_.load(), in_raw_.load()}) {
+    if (ch == nullptr) continue;
     ch->say_bye();
     ch->hang_up();
   }
@@ -702,14 +682,8 @@ void ShmEndpoint::fail(const Status& why) {
     PODNET_WARN(kNet, "peer {} failed: {}", peer_name(), why.message());
   for (auto& [seq, op] : ops) op.req->complete(op_failure(*op.req, why));
   for (auto& [seq, op] : sends) op.req->complete(op_failure(*op.req, why));
-  std::shared_ptr<Channel> o, i;
-  {
-    std::lock_guard lk(ch_mu_);
-    o = out_;
-    i = in_;
-  }
-  for (auto& ch : {o, i}) {
-    if (!ch) continue;
+  for (Channel* ch : {out_raw_.load(), in_raw_.load()}) {
+    if (ch == nullptr) continue;
     for (auto& r : ch->clear_queued()) r->complete(op_failure(*r, why));
   }
   matcher_.fail(Status(why.code(), fmt::format("recv from {}: {}", peer_name(), why.message())));

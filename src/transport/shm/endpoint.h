@@ -97,8 +97,6 @@ class ShmEndpoint : public detail::TransportEndpoint, public std::enable_shared_
   std::shared_ptr<detail::RequestState> new_request(const char* op);
   Status op_failure(const detail::RequestState& r, const Status& why) const;
   Req failed_request(const char* op, const Status& why);
-  std::shared_ptr<Channel> out();
-  std::shared_ptr<Channel> in();
   // Records the operation unless the endpoint failed (then returns the sticky error).
   Status track(uint64_t seq, Op op);
   void post(Channel& ch, OutOp op);
