@@ -1,15 +1,18 @@
-// gloo_coll_bench: Gloo anchor for bench/compare_coll.sh (Debian libgloo-dev).
+// gloo_coll_bench: Gloo anchor for bench/compare_coll.sh and compare_lab.sh (Debian libgloo-dev).
 //
 //   gloo_coll_bench RANK NRANKS STOREDIR COLL MINBYTES MAXBYTES FACTOR ITERS WARMUP
 //                   [BIGITERS BIGBYTES]
 //
 // One process per rank, started by the caller; they meet through a gloo::rendezvous::FileStore
-// in STOREDIR (empty, unique per job) and connect with the TCP transport on 127.0.0.1.
+// in STOREDIR (empty, unique per job) and connect with the TCP transport on 127.0.0.1, or on
+// the interface named by GLOO_BENCH_IFACE (e.g. eth0 in a podnet lab host).
 // COLL: allreduce_ring_chunked (gloo::AllreduceRingChunked), allreduce_halving_doubling
 // (gloo::AllreduceHalvingDoubling), allgather (gloo::AllgatherRing), broadcast
-// (gloo::BroadcastOneToAll, root 0) or alltoall (gloo::alltoall). float32, sum.
+// (gloo::BroadcastOneToAll, root 0), reduce_scatter (gloo::ReduceScatterHalvingDoubling, in
+// place, equal blocks) or alltoall (gloo::alltoall). float32, sum.
 // Sizes follow `podnet bench coll`: the larger buffer of the call (allgather: the whole
-// output; alltoall: the whole input), rounded down to 4 bytes (times the ranks for blocks).
+// output; alltoall and reduce_scatter: the whole input), rounded down to 4 bytes (times the
+// ranks for blocks).
 // Gloo's allreduce and broadcast algorithms work in place (there is no out-of-place form).
 // Per size: WARMUP untimed calls, a barrier, ITERS timed calls (BIGITERS when size >=
 // BIGBYTES); time = loop time / ITERS, the maximum over the ranks. Rank 0 prints one JSON
@@ -21,6 +24,7 @@
 #include <gloo/alltoall.h>
 #include <gloo/barrier_all_to_all.h>
 #include <gloo/broadcast_one_to_all.h>
+#include <gloo/reduce_scatter.h>
 #include <gloo/rendezvous/context.h>
 #include <gloo/rendezvous/file_store.h>
 #include <gloo/transport/tcp/device.h>
@@ -49,14 +53,17 @@ int main(int argc, char** argv) {
   const int bigiters = argc > 10 ? std::atoi(argv[10]) : iters;
   const long long bigbytes = argc > 11 ? std::atoll(argv[11]) : (1LL << 62);
   if (coll != "allreduce_ring_chunked" && coll != "allreduce_halving_doubling" &&
-      coll != "allgather" && coll != "broadcast" && coll != "alltoall") {
+      coll != "allgather" && coll != "broadcast" && coll != "alltoall" && coll != "reduce_scatter") {
     std::fprintf(stderr, "unknown collective %s\n", coll.c_str());
     return 2;
   }
-  const bool blocks = coll == "allgather" || coll == "alltoall";
+  const bool blocks = coll == "allgather" || coll == "alltoall" || coll == "reduce_scatter";
 
   gloo::transport::tcp::attr attr;
-  attr.hostname = "127.0.0.1";
+  if (const char* iface = std::getenv("GLOO_BENCH_IFACE"); iface != nullptr && *iface != '\0')
+    attr.iface = iface;
+  else
+    attr.hostname = "127.0.0.1";
   auto dev = gloo::transport::tcp::CreateDevice(attr);
   gloo::rendezvous::FileStore store(dir);
   auto ctx = std::make_shared<gloo::rendezvous::Context>(rank, n);
@@ -78,7 +85,7 @@ int main(int argc, char** argv) {
     const long long count = bytes / 4;
     const long long blk = blocks ? count / n : count;
     std::vector<float> in(coll == "allgather" ? blk : count, 1.0f + rank);
-    std::vector<float> out(blocks ? count : 0, 0.0f);
+    std::vector<float> out(blocks && coll != "reduce_scatter" ? count : 0, 0.0f);
     std::unique_ptr<gloo::Algorithm> algo;
     std::unique_ptr<gloo::AlltoallOptions> a2a;
     std::vector<float*> ptrs{in.data()};
@@ -91,6 +98,9 @@ int main(int argc, char** argv) {
       algo = std::make_unique<gloo::AllgatherRing<float>>(ctx, cptrs, out.data(), (int)blk);
     else if (coll == "broadcast")
       algo = std::make_unique<gloo::BroadcastOneToAll<float>>(ctx, ptrs, (size_t)count, 0);
+    else if (coll == "reduce_scatter")
+      algo = std::make_unique<gloo::ReduceScatterHalvingDoubling<float>>(ctx, ptrs, (int)count,
+                                                                         std::vector<int>(n, (int)blk));
     else {
       a2a = std::make_unique<gloo::AlltoallOptions>(ctx);
       a2a->setInput(in.data(), (size_t)count);

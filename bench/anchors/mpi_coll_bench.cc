@@ -1,10 +1,11 @@
-// mpi_coll_bench: Open MPI anchor for bench/compare_coll.sh.
+// mpi_coll_bench: Open MPI anchor for bench/compare_coll.sh and compare_lab.sh.
 //
 //   mpirun -n N ... mpi_coll_bench COLL MINBYTES MAXBYTES FACTOR ITERS WARMUP [BIGITERS BIGBYTES]
 //
-// COLL: allreduce, allgather, broadcast or alltoall. float32 elements, sum for allreduce,
-// root 0 for broadcast. Sizes follow `podnet bench coll`: the larger buffer of the call
-// (allgather: the whole output; alltoall: the whole input), rounded down to a multiple of
+// COLL: allreduce, allgather, broadcast, reduce_scatter (MPI_Reduce_scatter_block) or
+// alltoall. float32 elements, sum for allreduce and reduce_scatter, root 0 for broadcast.
+// Sizes follow `podnet bench coll`: the larger buffer of the call (allgather: the whole
+// output; alltoall and reduce_scatter: the whole input), rounded down to a multiple of
 // 4 bytes (times the ranks where the call works on blocks). Per size: WARMUP untimed calls,
 // MPI_Barrier, ITERS timed calls (BIGITERS when size >= BIGBYTES); time = loop time / ITERS,
 // the maximum over the ranks (MPI_Reduce MAX). Out of place. Rank 0 prints one JSON line
@@ -36,8 +37,9 @@ int main(int argc, char** argv) {
   const int iters = std::atoi(argv[5]), warm = std::atoi(argv[6]);
   const int bigiters = argc > 7 ? std::atoi(argv[7]) : iters;
   const long long bigbytes = argc > 8 ? std::atoll(argv[8]) : (1LL << 62);
-  const bool blocks = coll == "allgather" || coll == "alltoall";
-  if (coll != "allreduce" && coll != "allgather" && coll != "broadcast" && coll != "alltoall") {
+  const bool blocks = coll == "allgather" || coll == "alltoall" || coll == "reduce_scatter";
+  if (coll != "allreduce" && coll != "allgather" && coll != "broadcast" && coll != "alltoall" &&
+      coll != "reduce_scatter") {
     if (rank == 0) std::fprintf(stderr, "unknown collective %s\n", coll.c_str());
     MPI_Finalize();
     return 2;
@@ -61,6 +63,8 @@ int main(int argc, char** argv) {
         MPI_Allgather(in.data(), blk, MPI_FLOAT, out.data(), blk, MPI_FLOAT, MPI_COMM_WORLD);
       else if (coll == "alltoall")
         MPI_Alltoall(in.data(), blk, MPI_FLOAT, out.data(), blk, MPI_FLOAT, MPI_COMM_WORLD);
+      else if (coll == "reduce_scatter")
+        MPI_Reduce_scatter_block(in.data(), out.data(), blk, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
       else {  // out of place as podnet does it: the root copies its input into the buffer
         if (rank == 0) std::memcpy(out.data(), in.data(), bytes);
         MPI_Bcast(out.data(), blk, MPI_FLOAT, 0, MPI_COMM_WORLD);

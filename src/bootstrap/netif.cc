@@ -89,4 +89,38 @@ Result<NetIf> select_interface(const std::vector<NetIf>& ifs, const std::string&
   return Status::Unavailable("no up IPv4 interface matches \"{}\"{} (interfaces: {})", spec, notes, describe(ifs));
 }
 
+Result<std::vector<NetIf>> select_interfaces(const std::vector<NetIf>& ifs, const std::string& spec, int max) {
+  // The first is select_interface()'s choice (and its error), so one rail means what it did.
+  PODNET_ASSIGN_OR_RETURN(NetIf first, select_interface(ifs, spec));
+  std::vector<NetIf> out{first};
+  auto add = [&](const NetIf& i) {
+    if (max > 0 && static_cast<int>(out.size()) >= max) return;
+    for (const NetIf& o : out)
+      if (o.name == i.name) return;  // an interface with two addresses is one rail
+    out.push_back(i);
+  };
+  if (trim(spec).empty()) {
+    for (const NetIf& i : ifs)
+      if (i.up && !i.loopback) add(i);
+    return out;
+  }
+  for (std::string_view rest = spec;;) {
+    size_t comma = rest.find(',');
+    std::string_view item = trim(rest.substr(0, comma));
+    char kind = item.empty() ? '\0' : item.front();
+    std::string_view arg = kind == '^' || kind == '!' ? item.substr(1) : item;
+    for (bool want_loopback : {false, true})
+      for (const NetIf& i : ifs) {
+        if (!i.up || i.loopback != want_loopback) continue;
+        std::string_view n = i.name;
+        if ((kind == '^' && n.starts_with(arg)) || (kind == '!' && !n.starts_with(arg)) ||
+            (kind != '^' && kind != '!' && n == arg))
+          add(i);
+      }
+    if (comma == std::string_view::npos) break;
+    rest.remove_prefix(comma + 1);
+  }
+  return out;
+}
+
 }  // namespace podnet::bootstrap

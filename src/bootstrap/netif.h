@@ -20,5 +20,10 @@ struct NetIf {
 Result<std::vector<NetIf>> list_interfaces();
 // Picks from `ifs` by the spec above; the error lists the interfaces that exist.
 Result<NetIf> select_interface(const std::vector<NetIf>& ifs, const std::string& spec);
+// Several interfaces (rails), for PODNET_RAILS: every up interface the spec accepts, in spec
+// order (a prefix's or an exclusion's matches in the order listed, non-loopback first), each
+// name once, at most `max` (0: all). With max 1 the same choice as select_interface(). An
+// empty spec accepts every up non-loopback interface (lo only when there is none).
+Result<std::vector<NetIf>> select_interfaces(const std::vector<NetIf>& ifs, const std::string& spec, int max);
 
 }  // namespace podnet::bootstrap

@@ -41,5 +41,6 @@ Status barrier_dissemination(Call& c);
 
 // Chunking of pipelined algorithms: bytes per message.
 inline constexpr size_t kPipelineChunk = 256 * 1024;
+inline constexpr size_t kMinPipelineChunk = 64 * 1024;  // ring allreduce: chunks of small blocks
 
 }  // namespace podnet::detail::algo

@@ -81,9 +81,14 @@ Result<std::unique_ptr<Context>> ContextImpl::create(const ContextOptions& optio
   std::string bind = options.bind_address;
   if (bind.empty()) {
     PODNET_ASSIGN_OR_RETURN(auto ifs, bootstrap::list_interfaces());
-    PODNET_ASSIGN_OR_RETURN(auto nif, bootstrap::select_interface(ifs, c->config_.ifname));
-    bind = nif.ipv4;
-    PODNET_INFO(kXfer, "using interface {} ({}) (PODNET_IFNAME='{}')", nif.name, nif.ipv4, c->config_.ifname);
+    // One interface per rail (PODNET_RAILS); tcp listens on each of "ip1,ip2,...".
+    if (c->config_.rails < 0 || c->config_.rails > 16)
+      return Status::InvalidArgument("PODNET_RAILS={}: expected 0 (every match) .. 16", c->config_.rails);
+    PODNET_ASSIGN_OR_RETURN(auto nifs, bootstrap::select_interfaces(ifs, c->config_.ifname, c->config_.rails));
+    for (const auto& nif : nifs) {
+      bind += (bind.empty() ? "" : ",") + nif.ipv4;
+      PODNET_INFO(kXfer, "using interface {} ({}) (PODNET_IFNAME='{}')", nif.name, nif.ipv4, c->config_.ifname);
+    }
   }
   ProgressEngine::Options po;
   po.spin_us = c->config_.spin_us;

@@ -76,6 +76,34 @@ TEST(NetIf, NothingUp) {
   EXPECT_NE(r.status().message().find("eth0 127.0.2.1 down"), std::string::npos) << r.status().message();
 }
 
+// PODNET_RAILS: several interfaces, in spec order, each once.
+std::string pick_all(const std::vector<NetIf>& ifs, const std::string& spec, int max) {
+  auto r = select_interfaces(ifs, spec, max);
+  if (!r.ok()) return "error: " + r.status().message();
+  std::string out;
+  for (const NetIf& i : *r) out += (out.empty() ? "" : ",") + i.name;
+  return out;
+}
+
+TEST(NetIf, SeveralRails) {
+  const std::vector<NetIf> rails = {{"lo", "127.0.0.1", true, true},   {"eth0", "10.199.0.1", false, true},
+                                    {"eth1", "10.199.1.1", false, true}, {"eth2", "10.199.2.1", false, false},
+                                    {"eth1", "10.199.9.1", false, true},  // a second address: still one rail
+                                    {"ib0", "10.0.0.1", false, true}};
+  EXPECT_EQ(pick_all(rails, "^eth", 0), "eth0,eth1");  // eth2 is down
+  EXPECT_EQ(pick_all(rails, "^eth", 1), "eth0");        // what select_interface() picks
+  EXPECT_EQ(pick_all(rails, "^eth", 5), "eth0,eth1");
+  EXPECT_EQ(pick_all(rails, "ib0,^eth", 2), "ib0,eth0");  // spec order
+  EXPECT_EQ(pick_all(rails, "eth1,eth0", 0), "eth1,eth0");
+  EXPECT_EQ(pick_all(rails, "", 0), "eth0,eth1,ib0");  // every up non-loopback interface
+  EXPECT_EQ(pick_all(rails, "!eth", 0), "ib0,lo");     // non-loopback first
+  EXPECT_EQ(pick_all({{"lo", "127.0.0.1", true, true}}, "", 0), "lo");
+  EXPECT_NE(pick_all(rails, "^mlx", 0).find("error: no up IPv4 interface"), std::string::npos);
+  auto first = select_interfaces(rails, "^eth", 0);
+  ASSERT_TRUE(first.ok());
+  EXPECT_EQ(first->at(1).ipv4, "10.199.1.1");  // the first address of a repeated name
+}
+
 TEST(NetIf, ListInterfacesFindsLoopback) {
   auto r = list_interfaces();
   ASSERT_TRUE(r.ok()) << r.status().to_string();

@@ -292,16 +292,20 @@ Status lat_target(Ctx& c, uint64_t size, int iters, int warm) {
 }  // namespace
 
 Result<std::vector<P2pRow>> run_p2p(World& world, const P2pOptions& o) {
-  std::vector<P2pRow> rows;
   if (world.size() < 2) return Status::InvalidArgument("bench p2p needs 2 ranks (podnet run -n 2 podnet bench p2p)");
-  if (world.rank() > 1) return rows;  // extra ranks sit this one out
+  if (world.rank() > 1) return std::vector<P2pRow>{};  // extra ranks sit this one out
+  return run_p2p_pair(world, 1 - world.rank(), world.rank() == 0, o);
+}
+
+Result<std::vector<P2pRow>> run_p2p_pair(World& world, int peer, bool initiator, const P2pOptions& o) {
+  std::vector<P2pRow> rows;
   // Room for every size: its slots, and at least two messages (latency mode sends from the
   // first half and receives into the second).
   uint64_t buf_bytes = 0;
   for (uint64_t size : o.sizes)
     buf_bytes = std::max(buf_bytes, std::max<uint64_t>(size, 1) * std::max(2, slots_for(o, size)));
   Ctx c{world, o, nullptr, {}, {}, {}, world.timeout()};
-  PODNET_ASSIGN_OR_RETURN(c.ep, world.peer(1 - world.rank()));
+  PODNET_ASSIGN_OR_RETURN(c.ep, world.peer(peer));
   c.buf.resize(buf_bytes + 64);
   std::fill(c.buf.begin(), c.buf.end(), std::byte{0});
   PODNET_ASSIGN_OR_RETURN(c.mr, world.context().register_memory(c.buf.data(), c.buf.size(), Access::kRemoteReadWrite));
@@ -316,15 +320,15 @@ Result<std::vector<P2pRow>> run_p2p(World& world, const P2pOptions& o) {
     row.iters = iters;
     Status st;
     if (o.mode == "bw") {
-      st = world.rank() == 0 ? bw_initiator(c, size, iters, warm, slots, row) : bw_target(c, size, iters, warm, slots);
+      st = initiator ? bw_initiator(c, size, iters, warm, slots, row) : bw_target(c, size, iters, warm, slots);
     } else {
-      st = world.rank() == 0 ? lat_initiator(c, size, iters, warm, row) : lat_target(c, size, iters, warm);
+      st = initiator ? lat_initiator(c, size, iters, warm, row) : lat_target(c, size, iters, warm);
     }
     if (!st.ok()) return st.with_context("bench p2p {} {} at {} bytes", o.op, o.mode, size);
     rows.push_back(row);
   }
   // The target's memory must stay registered until the initiator's last operation is done.
-  if (world.rank() == 0) PODNET_RETURN_IF_ERROR(ctrl_send(c, kCtrlFinish, 0));
+  if (initiator) PODNET_RETURN_IF_ERROR(ctrl_send(c, kCtrlFinish, 0));
   else PODNET_RETURN_IF_ERROR(ctrl_recv(c, kCtrlFinish).status());
   return rows;
 }

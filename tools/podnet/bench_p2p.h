@@ -27,6 +27,7 @@ struct P2pOptions {
   int window = 64;              // outstanding operations in bw mode (perftest's tx depth)
   bool check = false;           // verify every payload
   bool json = false;
+  bool all_pairs = false;       // every ordered pair of ranks in turn (bench_p2p_pairs.cc)
 };
 
 struct P2pRow {
@@ -42,6 +43,22 @@ struct P2pRow {
 
 // Runs the benchmark on every rank (ranks other than 0 and 1 idle). Rank 0 returns the rows.
 Result<std::vector<P2pRow>> run_p2p(World& world, const P2pOptions& o);
+// The benchmark between this rank and `peer`, which must run the same call with `initiator`
+// the other way round. The initiator returns the rows.
+Result<std::vector<P2pRow>> run_p2p_pair(World& world, int peer, bool initiator, const P2pOptions& o);
+
+// --all-pairs: every ordered pair (i -> j) in turn, one pair at a time, the others idle.
+struct P2pMatrix {
+  std::vector<std::string> hosts;              // per rank: its hostname (a lab host's name under --lab)
+  std::vector<std::vector<double>> value;      // [from][to]: Gb/s (bw) or t_typical us (lat); diagonal 0
+  uint64_t bytes = 0;
+  int iters = 0;
+  uint64_t wrong = 0;
+};
+// Every rank runs it; rank 0 returns the filled matrix (the others an empty one).
+Result<P2pMatrix> run_p2p_all_pairs(World& world, const P2pOptions& o);
+void print_p2p_matrix(const P2pOptions& o, const P2pMatrix& m);
+nlohmann::json p2p_matrix_json(const P2pOptions& o, const P2pMatrix& m);
 void print_p2p(const P2pOptions& o, const World& world, const std::vector<P2pRow>& rows, std::string_view peer,
                std::string_view transport);
 nlohmann::json p2p_json(const P2pOptions& o, const std::vector<P2pRow>& rows, std::string_view transport);

@@ -16,6 +16,19 @@ std::vector<uint64_t> all_sizes() {
   return v;
 }
 
+int run_all_pairs(World& world, const P2pOptions& o) {
+  auto m = run_p2p_all_pairs(world, o);
+  if (!m.ok()) {
+    std::fprintf(stderr, "podnet bench p2p: rank %d: %s\n", world.rank(), m.status().to_string().c_str());
+    return 1;
+  }
+  if (world.rank() != 0) return 0;
+  if (o.json) std::cout << p2p_matrix_json(o, *m).dump(2) << std::endl;
+  else print_p2p_matrix(o, *m);
+  if (m->wrong > 0) std::fprintf(stderr, "podnet bench p2p: %llu wrong payloads\n", static_cast<unsigned long long>(m->wrong));
+  return m->wrong > 0 ? 3 : 0;
+}
+
 int run(const P2pOptions& in, const std::string& size_text, bool all) {
   P2pOptions o = in;
   if (all) {
@@ -33,6 +46,7 @@ int run(const P2pOptions& in, const std::string& size_text, bool all) {
     std::fprintf(stderr, "podnet bench p2p: %s\n", world.status().to_string().c_str());
     return 1;
   }
+  if (o.all_pairs) return run_all_pairs(**world, o);
   auto rows = run_p2p(**world, o);
   if (!rows.ok()) {
     std::fprintf(stderr, "podnet bench p2p: rank %d: %s\n", (*world)->rank(), rows.status().to_string().c_str());
@@ -65,6 +79,9 @@ void add_bench_p2p_command(CLI::App& bench) {
       "Bandwidth is measured at remote completion (GB/s = 10^9 bytes/s, Gb/s = 10^9 bits/s).\n"
       "Latency: send and write_notify are ping-pongs reported as RTT/2; write and read report the\n"
       "full RTT (the operation completes when the target's acknowledgement or data is back).\n"
+      "--all-pairs: any number of ranks; every ordered pair runs alone in turn, e.g. on a lab:\n"
+      "  podnet run --lab demo -n 8 -- podnet bench p2p --all-pairs -s 1M\n"
+      "  A rank whose median over its pairs is below 0.75x the median of all pairs is an outlier.\n"
       "Exit status: 0 ok, 1 error, 2 bad arguments, 3 wrong payloads found by --check.");
   p->add_option("-o,--op", o->op, "operation: write, read, send, write_notify")
       ->check(CLI::IsMember({"write", "read", "send", "write_notify"}))
@@ -81,6 +98,9 @@ void add_bench_p2p_command(CLI::App& bench) {
       ->capture_default_str();
   p->add_flag("-c,--check", o->check, "verify every payload (counts #wrong; exit 3 if any)");
   p->add_flag("--json", o->json, "print JSON instead of the table");
+  p->add_flag("--all-pairs", o->all_pairs,
+              "every ordered pair of ranks in turn (any number of ranks): a matrix, per-rank medians and the "
+              "outliers; without -n each pair moves ~32 MiB in bw mode");
   p->callback([o, size, all] { set_exit_code(run(*o, *size, *all)); });
 }
 

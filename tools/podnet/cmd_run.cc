@@ -1,5 +1,6 @@
 // podnet run -n N [options] [--] CMD [ARGS...]: starts N local ranks with a rendezvous store
 // (see launcher.h for the process management).
+#include <cstdio>
 #include <memory>
 #include <string>
 #include <vector>
@@ -22,6 +23,16 @@ Every rank gets the launcher's environment, then the --env variables, then:
   PODNET_LOCAL_WORLD_SIZE=N     number of ranks on this host
   PODNET_STORE=127.0.0.1:PORT   the rendezvous store that the launcher hosts for the job
   PODNET_IFNAME=lo              only when not set already: local ranks talk over loopback
+
+With --lab NAME the ranks run inside the hosts of that lab (`podnet lab up`; docs/lab.md):
+ranks 0 .. K-1 on the first host (of --hosts, default every host h0, h1, ...), the next K on
+the second, ...; K is --ranks-per-host, default as few per host as fit. Each rank enters its
+host's network namespace and gets that namespace's name as hostname. Then:
+  PODNET_LOCAL_RANK, PODNET_LOCAL_WORLD_SIZE   among the ranks on the same lab host
+  PODNET_STORE=10.199.0.X:PORT  the store, listening inside the first host on its rail-0 address
+  PODNET_IFNAME=^eth            only when not set: the lab interfaces, never loopback
+  PODNET_RAILS=R                only when not set: every rail of the lab (one connection set each)
+  PODNET_LAB=NAME, PODNET_LAB_HOST=h<i>   where the rank runs
 Ranks read stdin from /dev/null. Each rank runs in its own process group; signals from the
 launcher go to that whole group. A rank dies with SIGKILL if the launcher itself dies.
 
@@ -43,7 +54,8 @@ when the launcher was interrupted; 127 when CMD is not found, 126 when it cannot
 
 Examples:
   podnet run -n 4 -- sh -c 'echo rank $PODNET_RANK of $PODNET_WORLD_SIZE'
-  podnet run -n 8 --timeout 600 --env PODNET_LOG=info -- ./my_training --steps 100)";
+  podnet run -n 8 --timeout 600 --env PODNET_LOG=info -- ./my_training --steps 100
+  podnet run --lab demo -n 8 --ranks-per-host 2 -- podnet bench coll allreduce -b 1M -e 64M)";
 
 }  // namespace
 
@@ -69,6 +81,16 @@ void add_run_command(CLI::App& app) {
       ->type_name("SEC")
       ->default_val(0)
       ->check(CLI::NonNegativeNumber);
+  run->add_option("--lab", options->lab, "start the ranks inside the hosts of this lab (podnet lab up)")
+      ->type_name("NAME");
+  run->add_option("--hosts", options->lab_hosts, "with --lab: the lab hosts to use, in order (default: all)")
+      ->type_name("h0,h1,...")
+      ->delimiter(',')
+      ->allow_extra_args(false);
+  run->add_option("--ranks-per-host", options->ranks_per_host,
+                  "with --lab: ranks per host (default: N / hosts, rounded up)")
+      ->type_name("K")
+      ->check(CLI::Range(1, 4096));
   // Everything from the first argument that is not an option (or from "--") on is CMD and its
   // arguments, so CMD's own options (sh -c ...) are not taken for podnet's. prefix_command()
   // sends those arguments to remaining(). The positional below only documents CMD in --help
@@ -84,6 +106,10 @@ void add_run_command(CLI::App& app) {
     std::vector<std::string> command = run->remaining();
     if (!command.empty() && command.front() == "--") command.erase(command.begin());
     options->command = std::move(command);
+    if (options->lab.empty() && (!options->lab_hosts.empty() || options->ranks_per_host > 0)) {
+      std::fprintf(stderr, "podnet run: --hosts and --ranks-per-host need --lab NAME\n");
+      return set_exit_code(kExitSetupFailed);
+    }
     set_exit_code(run_job(*options));
   });
 }

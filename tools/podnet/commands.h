@@ -14,7 +14,8 @@ void set_exit_code(ExitCode code);
 
 void add_run_command(CLI::App& app);     // cmd_run.cc: podnet run -n N -- CMD...
 void add_doctor_command(CLI::App& app);  // cmd_doctor.cc: podnet doctor --config
-void add_bench_command(CLI::App& app);
-void add_tune_command(CLI::App& app);    // cmd_tune.cc: podnet tune -o FILE   // cmd_bench*.cc: podnet bench p2p ...
+void add_bench_command(CLI::App& app);   // cmd_bench*.cc: podnet bench p2p ...
+void add_tune_command(CLI::App& app);    // cmd_tune.cc: podnet tune -o FILE
+void add_lab_command(CLI::App& app);     // cmd_lab.cc: podnet lab up|down|status|list|exec|link|rate
 
 }  // namespace podnet::tool

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/prctl.h>
@@ -24,6 +25,7 @@
 #include "base/clock.h"
 #include "base/log.h"
 #include "bootstrap/store.h"
+#include "launcher_lab.h"
 
 extern char** environ;
 
@@ -36,6 +38,8 @@ constexpr size_t kMaxLine = size_t{1} << 20;
 // Reading a rank's pipes after it exited stops here: a grandchild that outlived the rank
 // and keeps writing must not keep the launcher busy forever.
 constexpr size_t kMaxDrain = size_t{16} << 20;
+// Added to the errno a child reports when it could not enter its lab host (not exec's).
+constexpr int kEnterFailed = 1 << 20;
 
 class UniqueFd {
  public:
@@ -168,7 +172,7 @@ std::string_view key_of(std::string_view env_entry) { return env_entry.substr(0,
 
 bool is_rank_key(std::string_view key) {
   for (std::string_view k : {"PODNET_RANK", "PODNET_WORLD_SIZE", "PODNET_LOCAL_RANK", "PODNET_LOCAL_WORLD_SIZE",
-                             "PODNET_STORE"})
+                             "PODNET_STORE", "PODNET_LAB", "PODNET_LAB_HOST"})
     if (key == k) return true;
   return false;
 }
@@ -186,6 +190,8 @@ struct Rank {
   std::string prefix;
   Stream out, err;
   std::vector<std::string> env;
+  int netns_fd = -1;     // --lab: the host namespace to enter before exec (owned by the placement)
+  std::string hostname;  // --lab: the hostname the rank sees (its UTS namespace's)
 };
 
 class Job {
@@ -207,6 +213,7 @@ class Job {
   std::vector<Rank*> running_ranks();
 
   const JobOptions& options_;
+  std::unique_ptr<LabPlacement> lab_;
   std::vector<Rank> ranks_;
   size_t live_ = 0;
   bool stopping_ = false;
@@ -249,6 +256,14 @@ Status Job::spawn(Rank& rank, const std::string& path, const SignalGuard& signal
     // A launcher that dies without cleaning up (SIGKILL, OOM) takes its ranks with it.
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (::getppid() != parent) ::_exit(kExitCannotExecute);
+    // A lab rank enters its host's network namespace, and a UTS namespace of its own with the
+    // host's name, so that it tells lab hosts apart by name like real ones.
+    if (rank.netns_fd >= 0 && (::setns(rank.netns_fd, CLONE_NEWNET) != 0 || ::unshare(CLONE_NEWUTS) != 0 ||
+                               ::sethostname(rank.hostname.data(), rank.hostname.size()) != 0)) {
+      int err = errno + kEnterFailed;
+      (void)!::write(exec_w.get(), &err, sizeof err);
+      ::_exit(kExitCannotExecute);
+    }
     ::dup2(null_fd, STDIN_FILENO);
     ::dup2(out_w.get(), STDOUT_FILENO);
     ::dup2(err_w.get(), STDERR_FILENO);
@@ -281,6 +296,8 @@ Status Job::spawn(Rank& rank, const std::string& path, const SignalGuard& signal
     }
     rank.running = false;
     --live_;
+    if (child_errno >= kEnterFailed)
+      return Status::Unavailable("entering lab host {}: {}", rank.hostname, strerror(child_errno - kEnterFailed));
     // kInvalidArgument: the command cannot run here (as opposed to the launcher lacking
     // resources), which maps to exit code 126 like a shell's.
     return Status::InvalidArgument("exec {}: {}", path, strerror(child_errno));
@@ -486,12 +503,24 @@ int Job::run() {
     report("signalfd: {}", strerror(errno));
     return kExitSetupFailed;
   }
-  auto store = bootstrap::StoreServer::start("127.0.0.1", 0);
+  std::string store_ip = "127.0.0.1";
+  if (!options_.lab.empty()) {
+    auto placed = place_on_lab(options_.lab, options_.lab_hosts, options_.ranks_per_host, options_.nranks);
+    if (!placed.ok()) {
+      report("--lab {}: {}", options_.lab, placed.status().message());
+      return kExitSetupFailed;
+    }
+    lab_ = std::move(placed).value();
+    store_ip = lab_->store_ip;
+  }
+  // With --lab the store listens in the first host's namespace, on its rail-0 address, so that
+  // every rank reaches it over the lab's network.
+  auto store = lab_ ? start_store_in(lab_->hosts[0].ns_fd, store_ip) : bootstrap::StoreServer::start(store_ip, 0);
   if (!store.ok()) {
     report("cannot start the rendezvous store: {}", store.status().to_string());
     return kExitSetupFailed;
   }
-  const std::string store_address = fmt::format("127.0.0.1:{}", (*store)->port());
+  const std::string store_address = fmt::format("{}:{}", store_ip, (*store)->port());
   UniqueFd null_fd(::open("/dev/null", O_RDONLY | O_CLOEXEC));
   if (!null_fd.valid()) {
     report("open /dev/null: {}", strerror(errno));
@@ -507,9 +536,13 @@ int Job::run() {
     std::erase_if(base, [&e](const std::string& b) { return key_of(b) == key_of(e); });
     base.push_back(e);
   }
-  // Every rank is on this host, so the ranks talk over loopback unless told otherwise.
-  if (std::none_of(base.begin(), base.end(), [](const std::string& b) { return key_of(b) == "PODNET_IFNAME"; }))
-    base.emplace_back("PODNET_IFNAME=lo");
+  // Every rank is on this host, so the ranks talk over loopback unless told otherwise; lab
+  // ranks use every lab interface (eth0 .. eth<R-1>; one rail each).
+  auto unset = [&base](std::string_view key) {
+    return std::none_of(base.begin(), base.end(), [key](const std::string& b) { return key_of(b) == key; });
+  };
+  if (unset("PODNET_IFNAME")) base.emplace_back(lab_ ? "PODNET_IFNAME=^eth" : "PODNET_IFNAME=lo");
+  if (lab_ && unset("PODNET_RAILS")) base.emplace_back(fmt::format("PODNET_RAILS={}", lab_->rails));
 
   ranks_.resize(static_cast<size_t>(options_.nranks));
   const std::string n = std::to_string(options_.nranks);
@@ -519,8 +552,18 @@ int Job::run() {
     r.prefix = options_.prefix ? fmt::format("[{}] ", i) : "";
     r.env = base;
     const std::string idx = std::to_string(i);
-    for (const std::string& e : {"PODNET_RANK=" + idx, "PODNET_WORLD_SIZE=" + n, "PODNET_LOCAL_RANK=" + idx,
-                                 "PODNET_LOCAL_WORLD_SIZE=" + n, "PODNET_STORE=" + store_address})
+    std::string local = idx, local_n = n;
+    if (lab_) {
+      const LabPlacement::Host& h = lab_->hosts[static_cast<size_t>(lab_->host_of_rank[static_cast<size_t>(i)])];
+      local = std::to_string(lab_->local_rank[static_cast<size_t>(i)]);
+      local_n = std::to_string(h.ranks);
+      r.netns_fd = h.ns_fd;
+      r.hostname = h.ns;
+      r.env.push_back("PODNET_LAB=" + lab_->lab);
+      r.env.push_back(fmt::format("PODNET_LAB_HOST=h{}", h.index));
+    }
+    for (const std::string& e : {"PODNET_RANK=" + idx, "PODNET_WORLD_SIZE=" + n, "PODNET_LOCAL_RANK=" + local,
+                                 "PODNET_LOCAL_WORLD_SIZE=" + local_n, "PODNET_STORE=" + store_address})
       r.env.push_back(e);
   }
 

@@ -24,6 +24,10 @@ struct JobOptions {
   bool prefix = true;                // prefix each forwarded line with "[rank] "
   int grace_ms = 3000;               // SIGTERM (or a forwarded signal) -> SIGKILL delay
   double timeout_s = 0;              // whole-job wall-clock limit; 0 = none
+  // --lab: ranks start inside the hosts of this lab (lab.h, launcher_lab.h) instead of here.
+  std::string lab;                     // empty: every rank on this host
+  std::vector<std::string> lab_hosts;  // "h3" or "3"; empty: every host of the lab
+  int ranks_per_host = 0;              // 0: ceil(nranks / hosts)
 };
 
 // Exit codes other than a rank's own (documented in `podnet run --help`).

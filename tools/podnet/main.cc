@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
   podnet::tool::add_doctor_command(app);
   podnet::tool::add_bench_command(app);
   podnet::tool::add_tune_command(app);
+  podnet::tool::add_lab_command(app);
   CLI11_PARSE(app, argc, argv);
   return podnet::tool::g_exit_code;
 }

@@ -1,5 +1,6 @@
 #include "transport/tcp/endpoint.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "base/clock.h"
@@ -17,11 +18,14 @@ TcpEndpoint::~TcpEndpoint() = default;
 
 std::string TcpEndpoint::peer_name() const { return fmt::format("rank {} ({})", peer_rank_.load(), peer_listen_); }
 
-Status TcpEndpoint::start_outgoing(const std::string& host, uint16_t port) {
+Status TcpEndpoint::start_outgoing(const std::vector<std::pair<std::string, uint16_t>>& rails) {
   const auto& o = transport_->options();
   int64_t deadline = now_ns() + o.connect_timeout_ms * 1'000'000ll;
+  const size_t nrails = std::max<size_t>(rails.size(), 1);
+  // `streams` per rail, but a whole number per rail within the hello's limit of kMaxStreams.
+  const size_t nstreams = std::min(static_cast<size_t>(o.streams), kMaxStreams / nrails) * nrails;
   std::vector<std::shared_ptr<Connection>> conns;
-  for (int i = 0; i < o.streams; ++i) {
+  for (size_t i = 0; i < nstreams; ++i) {
     auto c = std::make_shared<Connection>(transport_, /*outgoing=*/true, i);
     c->set_endpoint(this);
     conns.push_back(c);
@@ -31,7 +35,9 @@ Status TcpEndpoint::start_outgoing(const std::string& host, uint16_t port) {
     if (!out_.empty()) return {};
     out_ = conns;
   }
-  for (auto& c : conns) {
+  for (size_t i = 0; i < conns.size(); ++i) {
+    auto& c = conns[i];
+    const auto& [host, port] = rails[i % nrails];
     transport_->track(c);
     Status st = c->start_connect(host, port, deadline);
     if (!st.ok()) {
@@ -39,13 +45,19 @@ Status TcpEndpoint::start_outgoing(const std::string& host, uint16_t port) {
       return st;
     }
   }
-  PODNET_INFO(kNet, "connecting to {} with {} streams", peer_name(), o.streams);
+  PODNET_INFO(kNet, "connecting to {} with {} streams over {} rail{}", peer_name(), nstreams, nrails,
+              nrails == 1 ? "" : "s");
   return {};
 }
 
 bool TcpEndpoint::has_outgoing() const {
   std::lock_guard lk(conn_mu_);
   return !out_.empty();
+}
+
+size_t TcpEndpoint::stream_count() const {
+  std::lock_guard lk(conn_mu_);
+  return out_.empty() ? static_cast<size_t>(transport_->options().streams) : out_.size();
 }
 
 Status TcpEndpoint::attach_incoming(const std::shared_ptr<Connection>& c, const HelloBody& hello) {
@@ -104,7 +116,8 @@ size_t TcpEndpoint::chunk_size(size_t len) const {
   const auto& o = transport_->options();
   if (len < o.stripe_min) return len == 0 ? 1 : len;
   // Big enough to keep per-frame overhead small, small enough that every stream gets work.
-  size_t per_stream = (len + o.streams - 1) / o.streams;
+  const size_t streams = stream_count();
+  size_t per_stream = (len + streams - 1) / streams;
   return std::max<size_t>(std::min<size_t>(o.chunk, per_stream), 64 * 1024);
 }
 

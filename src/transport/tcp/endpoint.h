@@ -18,6 +18,7 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "transport/matcher.h"
@@ -32,8 +33,11 @@ class TcpEndpoint : public detail::TransportEndpoint, public std::enable_shared_
   TcpEndpoint(TcpTransport* transport, uint64_t peer_id, int peer_rank, std::string peer_listen);
   ~TcpEndpoint() override;
 
-  Status start_outgoing(const std::string& host, uint16_t port);
+  // Opens the streams to the peer's listeners (one per rail): `streams` per rail, stream i to
+  // rail i % rails.size(), at most kMaxStreams.
+  Status start_outgoing(const std::vector<std::pair<std::string, uint16_t>>& rails);
   bool has_outgoing() const;
+  size_t stream_count() const;  // outgoing streams (the streams option before they exist)
   Status attach_incoming(const std::shared_ptr<Connection>& c, const HelloBody& hello);
 
   int peer_rank() const noexcept override { return peer_rank_.load(); }

@@ -36,11 +36,14 @@ Result<std::pair<std::string, uint16_t>> split_host_port(std::string_view s) {
 
 class TcpTransport::Listener : public detail::EventHandler {
  public:
-  explicit Listener(TcpTransport* t) : t_(t) {}
-  void on_event(uint32_t) override { t_->accept_ready(); }
+  Listener(TcpTransport* t, int fd) : t_(t), fd_(fd) {}
+  ~Listener() override { close(fd_); }
+  void on_event(uint32_t) override { t_->accept_ready(fd_); }
+  int fd() const { return fd_; }
 
  private:
   TcpTransport* t_;
+  const int fd_;
 };
 
 TcpTransport::TcpTransport(detail::ProgressEngine& engine, detail::MemoryRegistry& registry, uint64_t ctx_id,
@@ -49,44 +52,55 @@ TcpTransport::TcpTransport(detail::ProgressEngine& engine, detail::MemoryRegistr
 
 Result<std::unique_ptr<TcpTransport>> TcpTransport::create(detail::ProgressEngine& engine,
                                                            detail::MemoryRegistry& registry, uint64_t ctx_id, int rank,
-                                                           const std::string& bind_ip, uint16_t port,
+                                                           const std::string& bind_ips, uint16_t port,
                                                            const TcpOptions& options) {
   if (options.streams < 1 || options.streams > 64)
     return Status::InvalidArgument("PODNET_TCP_STREAMS={} must be between 1 and 64", options.streams);
   std::unique_ptr<TcpTransport> t(new TcpTransport(engine, registry, ctx_id, rank, options));
-  t->listen_fd_ = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (t->listen_fd_ < 0) return Status::Unavailable("tcp: socket: {}", std::strerror(errno));
-  int one = 1;
-  setsockopt(t->listen_fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  sa.sin_port = htons(port);
-  if (inet_pton(AF_INET, bind_ip.c_str(), &sa.sin_addr) != 1)
-    return Status::InvalidArgument("tcp: '{}' is not an IPv4 address", bind_ip);
-  if (bind(t->listen_fd_, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0)
-    return Status::Unavailable("tcp: bind {}:{}: {}", bind_ip, port, std::strerror(errno));
-  if (listen(t->listen_fd_, 1024) != 0) return Status::Unavailable("tcp: listen: {}", std::strerror(errno));
-  socklen_t len = sizeof sa;
-  getsockname(t->listen_fd_, reinterpret_cast<sockaddr*>(&sa), &len);
-  t->listen_ = fmt::format("{}:{}", bind_ip, ntohs(sa.sin_port));
-  t->listener_ = std::make_unique<Listener>(t.get());
-  PODNET_RETURN_IF_ERROR(engine.add(t->listen_fd_, EPOLLIN, t->listener_.get()));
+  std::string_view rest = bind_ips;
+  while (true) {
+    size_t comma = rest.find(',');
+    PODNET_RETURN_IF_ERROR(t->listen_on(std::string(rest.substr(0, comma)), port));
+    if (comma == std::string_view::npos) break;
+    rest.remove_prefix(comma + 1);
+  }
+  if (t->listeners_.size() > kMaxRails)
+    return Status::InvalidArgument("tcp: {} interfaces given; at most {} rails", t->listeners_.size(), kMaxRails);
   TcpTransport* raw = t.get();
   engine.add_housekeeping([raw] { raw->housekeeping(); });
   PODNET_INFO(kNet, "tcp listening on {}", t->listen_);
   return t;
 }
 
-TcpTransport::~TcpTransport() {
-  shutdown();
-  if (listen_fd_ >= 0) close(listen_fd_);
+Status TcpTransport::listen_on(const std::string& ip, uint16_t port) {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) return Status::Unavailable("tcp: socket: {}", std::strerror(errno));
+  auto listener = std::make_unique<Listener>(this, fd);  // owns fd from here on
+  int one = 1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons(port);
+  if (inet_pton(AF_INET, ip.c_str(), &sa.sin_addr) != 1)
+    return Status::InvalidArgument("tcp: '{}' is not an IPv4 address", ip);
+  if (bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0)
+    return Status::Unavailable("tcp: bind {}:{}: {}", ip, port, std::strerror(errno));
+  if (listen(fd, 1024) != 0) return Status::Unavailable("tcp: listen: {}", std::strerror(errno));
+  socklen_t len = sizeof sa;
+  getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len);
+  listen_ += fmt::format("{}{}:{}", listen_.empty() ? "" : ",", ip, ntohs(sa.sin_port));
+  PODNET_RETURN_IF_ERROR(engine_.add(fd, EPOLLIN, listener.get()));
+  listeners_.push_back(std::move(listener));
+  return {};
 }
 
-void TcpTransport::accept_ready() {
+TcpTransport::~TcpTransport() { shutdown(); }
+
+void TcpTransport::accept_ready(int listen_fd) {
   for (;;) {
     sockaddr_in sa{};
     socklen_t len = sizeof sa;
-    int fd = accept4(listen_fd_, reinterpret_cast<sockaddr*>(&sa), &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    int fd = accept4(listen_fd, reinterpret_cast<sockaddr*>(&sa), &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
       if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
         PODNET_WARN(kNet, "tcp: accept: {}", std::strerror(errno));
@@ -108,12 +122,12 @@ void TcpTransport::accept_ready() {
   }
 }
 
-std::string TcpTransport::hello_body(int stream, TcpEndpoint*) const {
+std::string TcpTransport::hello_body(int stream, const TcpEndpoint* ep) const {
   HelloBody h;
   h.ctx_id = ctx_id_;
   h.rank = rank_;
   h.stream = static_cast<uint16_t>(stream);
-  h.nstreams = static_cast<uint16_t>(options_.streams);
+  h.nstreams = static_cast<uint16_t>(ep != nullptr ? ep->stream_count() : static_cast<size_t>(options_.streams));
   h.listen = listen_;
   return encode_hello(h);
 }
@@ -140,13 +154,22 @@ Status TcpTransport::on_hello(const std::shared_ptr<Connection>& c, const HelloB
 
 Result<std::shared_ptr<detail::TransportEndpoint>> TcpTransport::connect(uint64_t peer_id, int peer_rank,
                                                                          std::string_view peer_address) {
-  PODNET_ASSIGN_OR_RETURN(auto hp, split_host_port(peer_address));
+  std::vector<std::pair<std::string, uint16_t>> rails;  // the peer's listeners
+  for (std::string_view rest = peer_address;;) {
+    size_t comma = rest.find(',');
+    PODNET_ASSIGN_OR_RETURN(auto hp, split_host_port(rest.substr(0, comma)));
+    rails.push_back(std::move(hp));
+    if (comma == std::string_view::npos) break;
+    rest.remove_prefix(comma + 1);
+  }
+  if (rails.size() > kMaxRails)
+    return Status::InvalidArgument("'{}': {} rails, at most {}", peer_address, rails.size(), kMaxRails);
   {
     std::lock_guard lk(mu_);
     if (shut_down_) return Status::Cancelled("tcp transport is shut down");
   }
   auto ep = endpoint_for(peer_id, peer_rank, std::string(peer_address));
-  if (!ep->has_outgoing()) PODNET_RETURN_IF_ERROR(ep->start_outgoing(hp.first, hp.second));
+  if (!ep->has_outgoing()) PODNET_RETURN_IF_ERROR(ep->start_outgoing(rails));
   return std::shared_ptr<detail::TransportEndpoint>(ep);
 }
 
@@ -190,7 +213,7 @@ void TcpTransport::shutdown() {
   for (auto& ep : eps) ep->close_gracefully();
   for (auto& ep : eps) ep->fail(Status::Cancelled("the local context was shut down"));
   for (auto& c : conns) c->fail(Status::Cancelled("shutdown"), false);
-  engine_.remove(listen_fd_, listener_.get());
+  for (auto& l : listeners_) engine_.remove(l->fd(), l.get());
 }
 
 }  // namespace podnet::tcp

@@ -1,5 +1,11 @@
-// The TCP transport: a listener, the peers (TcpEndpoint) by context id, and housekeeping
-// (connect retries, heartbeats, silent-peer detection) driven by the progress engine.
+// The TCP transport: a listener per rail (interface), the peers (TcpEndpoint) by context id,
+// and housekeeping (connect retries, heartbeats, silent-peer detection) driven by the
+// progress engine.
+//
+// Rails: create() takes one IPv4 address or a comma-separated list, one per rail; the
+// transport's address is then "ip1:port1,ip2:port2". To a peer with P rails it opens
+// `streams` connections per rail (at most 64 in all), stream i to rail i % P, and stripes
+// transfers round-robin over the streams, so consecutive chunks alternate between rails.
 #pragma once
 
 #include <podnet/status.h>
@@ -22,6 +28,9 @@ namespace podnet::tcp {
 class Connection;
 class TcpEndpoint;
 
+inline constexpr size_t kMaxRails = 16;   // listeners per transport, rails per peer
+inline constexpr size_t kMaxStreams = 64;  // connections per peer in all (the hello's limit)
+
 struct TcpOptions {
   int streams = 4;
   uint64_t stripe_min = 256 << 10;
@@ -37,8 +46,9 @@ struct TcpOptions {
 
 class TcpTransport : public detail::Transport {
  public:
+  // `bind_ips`: "ip" or "ip1,ip2,..." (one listener each, all on `port`; 0: a free port each).
   static Result<std::unique_ptr<TcpTransport>> create(detail::ProgressEngine& engine, detail::MemoryRegistry& registry,
-                                                      uint64_t ctx_id, int rank, const std::string& bind_ip,
+                                                      uint64_t ctx_id, int rank, const std::string& bind_ips,
                                                       uint16_t port, const TcpOptions& options);
   ~TcpTransport() override;
 
@@ -53,7 +63,7 @@ class TcpTransport : public detail::Transport {
   detail::ProgressEngine& engine() { return engine_; }
   detail::MemoryRegistry& registry() { return registry_; }
   const TcpOptions& options() const { return options_; }
-  std::string hello_body(int stream, TcpEndpoint* ep) const;
+  std::string hello_body(int stream, const TcpEndpoint* ep) const;
   Status on_hello(const std::shared_ptr<Connection>& c, const HelloBody& hello);
   void track(const std::shared_ptr<Connection>& c);   // keep alive until retired
   void retire(const std::shared_ptr<Connection>& c);  // closed; freed later
@@ -63,7 +73,8 @@ class TcpTransport : public detail::Transport {
   class Listener;
   TcpTransport(detail::ProgressEngine& engine, detail::MemoryRegistry& registry, uint64_t ctx_id, int rank,
                const TcpOptions& options);
-  void accept_ready();
+  Status listen_on(const std::string& ip, uint16_t port);
+  void accept_ready(int fd);
   std::shared_ptr<TcpEndpoint> endpoint_for(uint64_t peer_id, int rank, const std::string& listen);
 
   detail::ProgressEngine& engine_;
@@ -71,9 +82,8 @@ class TcpTransport : public detail::Transport {
   const uint64_t ctx_id_;
   const int rank_;
   const TcpOptions options_;
-  int listen_fd_ = -1;
-  std::string listen_;
-  std::unique_ptr<Listener> listener_;
+  std::vector<std::unique_ptr<Listener>> listeners_;  // one per rail
+  std::string listen_;                                 // "ip:port[,ip:port...]"
 
   std::mutex mu_;
   std::unordered_map<uint64_t, std::shared_ptr<TcpEndpoint>> endpoints_;
