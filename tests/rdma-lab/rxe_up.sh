@@ -7,7 +7,8 @@ set -u
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 mount -t proc proc /proc
 mount -t sysfs sys /sys
-mount -t tmpfs tmpfs /tmp
+# No tmpfs on /tmp: the root is already writable (the overlay's tmpfs upper layer), and a
+# checkout or build under the host's /tmp must stay visible.
 mount -t tmpfs tmpfs /run
 mkdir -p /dev/shm /dev/pts && mount -t tmpfs tmpfs /dev/shm && mount -t devpts devpts /dev/pts
 out=/lab-out
