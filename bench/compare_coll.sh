@@ -90,24 +90,14 @@ esac
 
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
-if [[ -z "$podnet_arg" ]]; then
-  if [[ -x "$root/build/tools/podnet/podnet" ]]; then podnet_arg="$root/build/tools/podnet/podnet"
-  else podnet_arg=$(command -v podnet) || die "podnet not found (build it or pass --podnet)"; fi
-fi
-command -v python3 >/dev/null || die "python3 missing (Debian package python3)"
-if [[ $use_mpi -eq 1 ]]; then
-  command -v mpicxx >/dev/null || die "mpicxx missing (Debian package libopenmpi-dev)"
-  command -v mpirun >/dev/null || die "mpirun missing (Debian package openmpi-bin)"
-fi
-if [[ $use_gloo -eq 1 && ! -f /usr/include/gloo/allreduce_ring_chunked.h ]]; then
-  die "Gloo headers missing (Debian package libgloo-dev), or pass --no-gloo"
-fi
+# shellcheck source=bench/lib.sh
+. "$here/lib.sh"
+podnet_arg=$(find_podnet "$root" "$podnet_arg") || exit 1
+check_coll_anchors "$use_mpi" "$use_gloo" || exit 1
 
 # ---- temporary directory, background ranks, cleanup ------------------------------------
 work=$(mktemp -d "${TMPDIR:-/tmp}/compare_coll.XXXXXX")
 bg_pids=()
-# shellcheck source=bench/lib.sh
-. "$here/lib.sh"
 # shellcheck disable=SC2317  # invoked by the trap
 cleanup() {
   # TERM first (timeout passes it on; podnet run and mpirun stop their ranks), KILL after 8 s.
@@ -122,14 +112,7 @@ trap 'exit 143' TERM
 podnet="$work/podnet"
 cp "$podnet_arg" "$podnet" || die "cannot copy $podnet_arg"
 chmod +x "$podnet"
-if [[ $use_mpi -eq 1 ]]; then
-  mpicxx -O2 -std=c++17 -o "$work/mpi_coll_bench" "$here/anchors/mpi_coll_bench.cc" \
-    || die "building mpi_coll_bench failed"
-fi
-if [[ $use_gloo -eq 1 ]]; then
-  g++ -O2 -std=c++17 -o "$work/gloo_coll_bench" "$here/anchors/gloo_coll_bench.cc" -lgloo -pthread \
-    || die "building gloo_coll_bench failed"
-fi
+build_coll_anchors "$work" "$use_mpi" "$use_gloo" || exit 1
 
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 raw="$work/raw.jsonl"   # one line per measurement: {"tool", "ranks", "coll", "algo", "bytes", "time_us"}

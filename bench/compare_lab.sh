@@ -102,26 +102,16 @@ for n in $hosts_list; do [[ "$n" =~ ^[0-9]+$ && $n -ge 2 ]] || { echo "bad host 
 
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
-if [[ -z "$podnet_arg" ]]; then
-  if [[ -x "$root/build/tools/podnet/podnet" ]]; then podnet_arg="$root/build/tools/podnet/podnet"
-  else podnet_arg=$(command -v podnet) || die "podnet not found (build it or pass --podnet)"; fi
-fi
-command -v python3 >/dev/null || die "python3 missing (Debian package python3)"
-if [[ $use_mpi -eq 1 ]]; then
-  command -v mpicxx >/dev/null || die "mpicxx missing (Debian package libopenmpi-dev), or pass --no-mpi"
-  command -v mpirun >/dev/null || die "mpirun missing (Debian package openmpi-bin), or pass --no-mpi"
-fi
-if [[ $use_gloo -eq 1 && ! -f /usr/include/gloo/allreduce_ring_chunked.h ]]; then
-  die "Gloo headers missing (Debian package libgloo-dev), or pass --no-gloo"
-fi
+# shellcheck source=bench/lib.sh
+. "$here/lib.sh"
+podnet_arg=$(find_podnet "$root" "$podnet_arg") || exit 1
+check_coll_anchors "$use_mpi" "$use_gloo" || exit 1
 
 # ---- temporary directory, labs, background jobs, cleanup ---------------------------------
 work=$(mktemp -d "${TMPDIR:-/tmp}/compare_lab.XXXXXX")
 chmod 755 "$work"
 bg_pids=()
 labs=()
-# shellcheck source=bench/lib.sh
-. "$here/lib.sh"
 # shellcheck disable=SC2317  # invoked by the trap
 cleanup() {
   stop_pids 80 "${bg_pids[@]+"${bg_pids[@]}"}"
@@ -137,14 +127,7 @@ podnet="$work/podnet"
 cp "$podnet_arg" "$podnet" || die "cannot copy $podnet_arg"
 chmod +x "$podnet"
 export PODNET_BIN="$podnet"  # for bench/lab_rsh.sh
-if [[ $use_mpi -eq 1 ]]; then
-  mpicxx -O2 -std=c++17 -o "$work/mpi_coll_bench" "$here/anchors/mpi_coll_bench.cc" \
-    || die "building mpi_coll_bench failed"
-fi
-if [[ $use_gloo -eq 1 ]]; then
-  g++ -O2 -std=c++17 -o "$work/gloo_coll_bench" "$here/anchors/gloo_coll_bench.cc" -lgloo -pthread \
-    || die "building gloo_coll_bench failed"
-fi
+build_coll_anchors "$work" "$use_mpi" "$use_gloo" || exit 1
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 raw="$work/raw.jsonl"   # {"tool", "hosts", "coll", "algo", "bytes", "time_us"} per measurement
 : >"$raw"

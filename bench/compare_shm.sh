@@ -50,10 +50,7 @@ done
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
 source "$here/lib.sh"
-if [[ -z "$podnet_arg" ]]; then
-  if [[ -x "$root/build/tools/podnet/podnet" ]]; then podnet_arg="$root/build/tools/podnet/podnet"
-  else podnet_arg=$(command -v podnet) || die "podnet not found (build it or pass --podnet)"; fi
-fi
+podnet_arg=$(find_podnet "$root" "$podnet_arg") || exit 1
 command -v python3 >/dev/null || die "python3 not found"
 ((use_ucx)) && { command -v ucx_perftest >/dev/null || die "ucx_perftest not found (apt-get install ucx-utils) or pass --no-ucx"; }
 

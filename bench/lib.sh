@@ -16,3 +16,42 @@ stop_pids() {
     wait "$pid" 2>/dev/null || true
   done
 }
+
+# find_podnet ROOT ARG: prints the podnet binary to compare: ARG when set, else ROOT's
+# build/tools/podnet/podnet, else podnet from PATH. Fails (status 1) when there is none.
+find_podnet() {
+  local root=$1 arg=$2
+  if [[ -n "$arg" ]]; then echo "$arg"
+  elif [[ -x "$root/build/tools/podnet/podnet" ]]; then echo "$root/build/tools/podnet/podnet"
+  else command -v podnet || { echo "podnet not found (build it or pass --podnet)" >&2; return 1; }
+  fi
+}
+
+# check_coll_anchors USE_MPI USE_GLOO: what building and running the collective anchors
+# needs; prints what is missing and its Debian package, status 1 then.
+check_coll_anchors() {
+  local ok=0
+  command -v python3 >/dev/null || { echo "python3 missing (Debian package python3)" >&2; ok=1; }
+  if [[ $1 -eq 1 ]]; then
+    command -v mpicxx >/dev/null || { echo "mpicxx missing (Debian package libopenmpi-dev), or pass --no-mpi" >&2; ok=1; }
+    command -v mpirun >/dev/null || { echo "mpirun missing (Debian package openmpi-bin), or pass --no-mpi" >&2; ok=1; }
+  fi
+  if [[ $2 -eq 1 && ! -f /usr/include/gloo/allreduce_ring_chunked.h ]]; then
+    echo "Gloo headers missing (Debian package libgloo-dev), or pass --no-gloo" >&2; ok=1
+  fi
+  return $ok
+}
+
+# build_coll_anchors DIR USE_MPI USE_GLOO: mpi_coll_bench and gloo_coll_bench (bench/anchors)
+# into DIR.
+build_coll_anchors() {
+  local dir=$1 src
+  src=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/anchors
+  if [[ $2 -eq 1 ]]; then
+    mpicxx -O2 -std=c++17 -o "$dir/mpi_coll_bench" "$src/mpi_coll_bench.cc" || { echo "building mpi_coll_bench failed" >&2; return 1; }
+  fi
+  if [[ $3 -eq 1 ]]; then
+    g++ -O2 -std=c++17 -o "$dir/gloo_coll_bench" "$src/gloo_coll_bench.cc" -lgloo -pthread ||
+      { echo "building gloo_coll_bench failed" >&2; return 1; }
+  fi
+}
