@@ -73,6 +73,22 @@ Result<Hello> recv_hello(int sock, int fds[2]) {
   return h;
 }
 
+Status cross_copy(pid_t pid, std::byte* local, uint64_t remote, size_t len, bool into_peer) {
+  size_t done = 0;
+  while (done < len) {
+    iovec l{local + done, len - done};
+    iovec r{reinterpret_cast<void*>(remote + done), len - done};
+    ssize_t n = into_peer ? process_vm_writev(pid, &l, 1, &r, 1, 0) : process_vm_readv(pid, &l, 1, &r, 1, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0)
+      return Status::Unavailable("cross-memory {} of {} bytes at {:#x} in pid {}: {}",
+                                 into_peer ? "write" : "read", len, remote, pid,
+                                 n == 0 ? "no progress" : std::strerror(errno));
+    done += static_cast<size_t>(n);
+  }
+  return {};
+}
+
 bool probe_cma(pid_t pid, uint64_t addr, uint64_t expect) {
   uint64_t got = 0;
   iovec local{&got, sizeof got};

@@ -55,6 +55,9 @@ struct Hello {
 // (-1 where none came). Both are non-blocking.
 Status send_hello(int sock, const Hello& h, const int* fds, int nfds);
 Result<Hello> recv_hello(int sock, int fds[2]);
+// Copies len bytes between this process and `pid` with one kernel copy (cross-memory attach):
+// into_peer: local -> peer (process_vm_writev), else peer -> local (process_vm_readv).
+Status cross_copy(pid_t pid, std::byte* local, uint64_t remote, size_t len, bool into_peer);
 // Whether this process can read `len` bytes at `addr` in `pid` and they equal `expect`.
 bool probe_cma(pid_t pid, uint64_t addr, uint64_t expect);
 

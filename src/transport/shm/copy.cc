@@ -1,0 +1,195 @@
+// The target side of one-sided operations and the large-payload copies of shm: checks at the
+// target, cross-memory copies, and the split copies that both sides share (endpoint.h).
+#include <algorithm>
+#include <cstring>
+
+#include "base/log.h"
+#include "transport/shm/endpoint.h"
+#include "transport/shm/transport.h"
+
+namespace podnet::shm {
+
+using detail::RequestState;
+
+void ShmEndpoint::pull_rendezvous(detail::PostedRecv recv, uint64_t seq, size_t len, uint64_t tag, bool split) {
+  uint64_t src = 0;
+  {
+    std::lock_guard lk(mu_);
+    auto it = rts_src_.find(seq);
+    if (it != rts_src_.end()) {
+      src = it->second;
+      rts_src_.erase(it);
+    }
+  }
+  RecHdr h{};
+  h.seq = seq;
+  if (len > recv.capacity) {
+    detail::deliver_eager(recv, nullptr, len, tag);  // completes with the size error
+    reply(h, Rec::kFin, Status::InvalidArgument("the receiver's buffer ({} bytes) is smaller than the message ({} bytes)",
+                                                recv.capacity, len), kLast);
+    return;
+  }
+  recv.req->bytes = len;
+  recv.req->tag = tag;
+  size_t mine = len;
+  if (split) {
+    // The sender pushes [half, len) while we pull [0, half).
+    mine = (len / 2 + 4095) & ~size_t{4095};
+    recv.req->set_parts(2);
+    {
+      std::lock_guard lk(mu_);
+      split_recvs_[seq] = recv.req;
+    }
+    RecHdr cts{};
+    cts.seq = seq;
+    cts.addr = reinterpret_cast<uint64_t>(recv.buf);
+    cts.len = len;
+    cts.aux = mine;
+    if (Channel* ch = in_raw_.load(std::memory_order_acquire)) {
+      OutOp op;
+      op.hdr = cts;
+      op.hdr.type = Rec::kCts;
+      post(*ch, std::move(op));
+    }
+  }
+  Status st = cross_copy(peer_pid_.load(), recv.buf, src, mine, /*into_peer=*/false);
+  if (split) recv.req->part_done(st.ok() ? st : op_failure(*recv.req, st));
+  else recv.req->complete(st.ok() ? st : op_failure(*recv.req, st));
+  reply(h, Rec::kFin, st, kLast);
+}
+
+// Sender side of a split rendezvous: push our half into the receiver's buffer.
+// Initiator side of a split copy: a send or write pushes [aux, len) into the peer's buffer at
+// addr; a read pulls it from there. Then kPushDone tells the peer our half is in place.
+void ShmEndpoint::on_cts(const RecHdr& h) {
+  Op op;
+  bool is_send = false;
+  {
+    std::lock_guard lk(mu_);
+    auto it = sends_.find(h.seq);
+    if (it != sends_.end()) {
+      op = it->second;  // kFin erases it
+      is_send = true;
+    } else {
+      auto o = ops_.find(h.seq);
+      if (o == ops_.end()) return;
+      op = o->second;  // kAck erases it
+    }
+  }
+  Status st;
+  if (h.aux > h.len || h.len != op.len) {
+    st = Status::Protocol("bad split from the peer: [{}, {}) of a {}-byte operation", h.aux, h.len, op.len);
+  } else {
+    st = cross_copy(peer_pid_.load(), op.dst + h.aux, h.addr + h.aux, h.len - h.aux, /*into_peer=*/!op.read);
+  }
+  if (is_send) op.req->part_done(st.ok() ? st : op_failure(*op.req, st));
+  if (Channel* ch = out_raw_.load(std::memory_order_acquire)) {
+    OutOp done;
+    done.hdr.type = Rec::kPushDone;
+    done.hdr.seq = h.seq;
+    done.hdr.code = static_cast<uint16_t>(st.code());
+    if (!st.ok()) {
+      done.owned = st.message().substr(0, 1024);
+      done.len = done.owned.size();
+    }
+    post(*ch, std::move(done));
+  }
+}
+
+void ShmEndpoint::on_write(const RecHdr& h) {
+  auto pin = transport_->registry().acquire(h.key, h.addr, h.len, Access::kRemoteWrite);
+  if (pin.ok() && h.type == Rec::kWriteCma && (h.flags & kSplit)) return start_split(h, std::move(pin).value());
+  Status st = pin.status();
+  if (st.ok()) {
+    auto* dst = reinterpret_cast<std::byte*>(h.addr);
+    if (h.type == Rec::kWrite) {
+      if (h.plen > 0 && h.aux + h.plen <= h.len) std::memcpy(dst + h.aux, payload(&h), h.plen);
+    } else {
+      st = cross_copy(peer_pid_.load(), dst, h.aux, h.len, /*into_peer=*/false);
+    }
+    pin->release();
+  }
+  bool last = h.type == Rec::kWriteCma || (h.flags & kLast);
+  if (last && st.ok() && (h.flags & kNotify)) {
+    if (auto req = matcher_.notify_incoming(h.imm)) {
+      req->imm = h.imm;
+      req->complete(Status::Ok());
+    }
+  }
+  if (last || !st.ok()) reply(h, Rec::kAck, st, last ? kLast : 0);
+}
+
+void ShmEndpoint::on_read(const RecHdr& h) {
+  auto pin = transport_->registry().acquire(h.key, h.addr, h.len, Access::kRemoteRead);
+  if (!pin.ok()) {
+    reply(h, Rec::kAck, pin.status(), kLast);
+    return;
+  }
+  Channel* ch = in_raw_.load(std::memory_order_acquire);
+  if (!ch) return;
+  auto* src = reinterpret_cast<std::byte*>(h.addr);
+  if (ch->cma() && (h.flags & kSplit)) return start_split(h, std::move(pin).value());
+  if (ch->cma() && h.len > transport_->options().eager_max) {
+    Status st = cross_copy(peer_pid_.load(), src, h.aux, h.len, /*into_peer=*/true);
+    pin->release();
+    reply(h, Rec::kAck, st, kLast);
+    return;
+  }
+  OutOp op;
+  op.hdr.type = Rec::kReadData;
+  op.hdr.seq = h.seq;
+  op.hdr.len = h.len;
+  op.src = src;
+  op.len = h.len;
+  op.fragments = true;
+  op.keep = std::make_shared<detail::RegionPin>(std::move(pin).value());
+  post(*ch, std::move(op));
+}
+
+void ShmEndpoint::start_split(const RecHdr& h, detail::RegionPin pin) {
+  const bool read = h.type == Rec::kRead;
+  const size_t half = (h.len / 2 + 4095) & ~size_t{4095};
+  {
+    std::lock_guard lk(mu_);
+    SplitOp& op = split_ops_[h.seq];
+    op.pin = std::make_shared<detail::RegionPin>(std::move(pin));
+    op.hdr = h;
+  }
+  // The initiator copies [half, len) of the region at h.addr (write: into it; read: out of it).
+  if (Channel* ch = in_raw_.load(std::memory_order_acquire)) {
+    OutOp cts;
+    cts.hdr.type = Rec::kCts;
+    cts.hdr.seq = h.seq;
+    cts.hdr.addr = h.addr;
+    cts.hdr.len = h.len;
+    cts.hdr.aux = half;
+    post(*ch, std::move(cts));
+  }
+  auto* region = reinterpret_cast<std::byte*>(h.addr);
+  Status st = cross_copy(peer_pid_.load(), region, h.aux, std::min<size_t>(half, h.len), /*into_peer=*/read);
+  split_part_done(h.seq, st);
+}
+
+void ShmEndpoint::split_part_done(uint64_t seq, const Status& st) {
+  SplitOp op;
+  {
+    std::lock_guard lk(mu_);
+    auto it = split_ops_.find(seq);
+    if (it == split_ops_.end()) return;
+    if (!st.ok() && it->second.first_error.ok()) it->second.first_error = st;
+    if (--it->second.parts > 0) return;
+    op = std::move(it->second);
+    split_ops_.erase(it);
+  }
+  op.pin.reset();  // both halves are copied: the region may be deregistered
+  Status result = op.first_error;
+  if (result.ok() && op.hdr.type != Rec::kRead && (op.hdr.flags & kNotify)) {
+    if (auto req = matcher_.notify_incoming(op.hdr.imm)) {
+      req->imm = op.hdr.imm;
+      req->complete(Status::Ok());
+    }
+  }
+  reply(op.hdr, Rec::kAck, result, kLast);
+}
+
+}  // namespace podnet::shm
