@@ -1,6 +1,5 @@
 #include "transport/shm/endpoint.h"
 
-
 #include <cerrno>
 #include <cstring>
 
