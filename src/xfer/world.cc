@@ -1,5 +1,6 @@
 #include "xfer/world.h"
 
+#include <cstdio>
 #include <cstdlib>
 #include <functional>
 #include <mutex>
@@ -40,8 +41,17 @@ Result<std::string> store_address(const bootstrap::LaunchInfo& info, const Confi
         "{} launch of {} ranks without a store address: set PODNET_STORE=host:port (a free port on rank 0's host)",
         info.launcher, info.world_size);
   *host_it = info.rank == 0;
+  // Below the kernel's ephemeral range, so that no outgoing connection of another program
+  // can be holding the port (measured: a CI run once found 35906 taken).
+  int lo = 32768;
+  if (FILE* f = std::fopen("/proc/sys/net/ipv4/ip_local_port_range", "r")) {
+    int a = 0, b = 0;
+    if (std::fscanf(f, "%d %d", &a, &b) == 2 && a > 0) lo = a;
+    std::fclose(f);
+  }
+  const int base = 20000, span = lo - base >= 1000 ? lo - base : 20000;
   size_t h = std::hash<std::string>{}(job);
-  return fmt::format("127.0.0.1:{}", 20000 + h % 20000);
+  return fmt::format("127.0.0.1:{}", base + static_cast<int>(h % static_cast<size_t>(span)));
 }
 
 }  // namespace
