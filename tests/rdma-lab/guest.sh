@@ -30,7 +30,12 @@ result rxe_up PASS "rxe0 on eth0 $ip, RoCEv2 IPv4 GID index $gid_index"
 if has smoke; then
   run_suite smoke_devinfo 30 ibv_devinfo -d rxe0
   (ib_write_bw -d rxe0 -x "$gid_index" -s 65536 -n 200 -F >"$out/smoke_perftest_server.log" 2>&1 &)
-  sleep 1
+  # The server may need longer than a second to listen under emulation (seen in CI:
+  # "Couldn't connect to ...:18515"): wait for its port before starting the client.
+  for _ in $(seq 100); do
+    ss -ltn 2>/dev/null | grep -q ':18515 ' && break  # perftest's default port
+    sleep 0.1
+  done
   run_suite smoke_perftest 60 ib_write_bw -d rxe0 -x "$gid_index" -s 65536 -n 200 -F "$ip"
 fi
 
