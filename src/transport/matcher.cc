@@ -68,27 +68,29 @@ std::shared_ptr<RequestState> TagMatcher::notify_incoming(uint64_t imm) {
   if (!posted_notify_.empty()) {
     auto r = std::move(posted_notify_.front());
     posted_notify_.pop_front();
+    r->imm = imm;
     return r;
   }
   unexpected_notify_.push_back(imm);
   return nullptr;
 }
 
-std::optional<uint64_t> TagMatcher::post_notify(std::shared_ptr<RequestState> req) {
+void TagMatcher::post_notify(std::shared_ptr<RequestState> req) {
   std::unique_lock lk(mu_);
   if (!unexpected_notify_.empty()) {
-    uint64_t v = unexpected_notify_.front();
+    req->imm = unexpected_notify_.front();
     unexpected_notify_.pop_front();
-    return v;
+    lk.unlock();
+    req->complete(Status::Ok());
+    return;
   }
   if (!failed_.ok()) {
     Status st = failed_;
     lk.unlock();
     req->complete(st);
-    return std::nullopt;
+    return;
   }
   posted_notify_.push_back(std::move(req));
-  return std::nullopt;
 }
 
 void TagMatcher::fail(const Status& status) {

@@ -61,8 +61,12 @@ class TagMatcher {
   std::shared_ptr<UnexpectedMsg> post(PostedRecv recv);
 
   // Notifications (write_notify immediates).
-  std::shared_ptr<RequestState> notify_incoming(uint64_t imm);  // posted request or queued
-  std::optional<uint64_t> post_notify(std::shared_ptr<RequestState> req);  // queued imm or posted
+  // An immediate arrived: returns the posted request it belongs to, its imm() set, for the
+  // caller to complete (or nullptr after queueing the immediate).
+  std::shared_ptr<RequestState> notify_incoming(uint64_t imm);
+  // The user posts a recv_notify: completes it at once with a queued immediate (or with the
+  // failure of a failed peer), else queues it.
+  void post_notify(std::shared_ptr<RequestState> req);
 
   // The peer failed: every posted receive and notification completes with `status`;
   // later posts fail unless data that already arrived satisfies them.

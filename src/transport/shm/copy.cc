@@ -111,10 +111,7 @@ void ShmEndpoint::on_write(const RecHdr& h) {
   }
   bool last = h.type == Rec::kWriteCma || (h.flags & kLast);
   if (last && st.ok() && (h.flags & kNotify)) {
-    if (auto req = matcher_.notify_incoming(h.imm)) {
-      req->imm = h.imm;
-      req->complete(Status::Ok());
-    }
+    if (auto req = matcher_.notify_incoming(h.imm)) req->complete(Status::Ok());
   }
   if (last || !st.ok()) reply(h, Rec::kAck, st, last ? kLast : 0);
 }
@@ -184,10 +181,7 @@ void ShmEndpoint::split_part_done(uint64_t seq, const Status& st) {
   op.pin.reset();  // both halves are copied: the region may be deregistered
   Status result = op.first_error;
   if (result.ok() && op.hdr.type != Rec::kRead && (op.hdr.flags & kNotify)) {
-    if (auto req = matcher_.notify_incoming(op.hdr.imm)) {
-      req->imm = op.hdr.imm;
-      req->complete(Status::Ok());
-    }
+    if (auto req = matcher_.notify_incoming(op.hdr.imm)) req->complete(Status::Ok());
   }
   reply(op.hdr, Rec::kAck, result, kLast);
 }

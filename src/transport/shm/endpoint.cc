@@ -208,10 +208,7 @@ ShmEndpoint::Req ShmEndpoint::recv(void* buf, size_t capacity, uint64_t tag, uin
 
 ShmEndpoint::Req ShmEndpoint::recv_notify() {
   auto req = new_request("recv_notify");
-  if (auto imm = matcher_.post_notify(req)) {
-    req->imm = *imm;
-    req->complete(Status::Ok());
-  }
+  matcher_.post_notify(req);
   return req;
 }
 

@@ -298,10 +298,7 @@ TcpEndpoint::Req TcpEndpoint::recv(void* buf, size_t capacity, uint64_t tag, uin
 
 TcpEndpoint::Req TcpEndpoint::recv_notify() {
   auto req = new_request("recv_notify");
-  if (auto imm = matcher_.post_notify(req)) {
-    req->imm = *imm;
-    req->complete(Status::Ok());
-  }
+  matcher_.post_notify(req);
   return req;
 }
 
@@ -566,10 +563,7 @@ void TcpEndpoint::deliver_notification(uint32_t order, uint64_t imm) {
     }
     // Deliver under the lock so that a later frame cannot slip its imm in between.
     for (uint64_t v : ready) {
-      if (auto req = matcher_.notify_incoming(v)) {
-        req->imm = v;
-        req->complete(Status::Ok());
-      }
+      if (auto req = matcher_.notify_incoming(v)) req->complete(Status::Ok());
     }
   }
 }

@@ -86,10 +86,7 @@ void VerbsEndpoint::handle(const ibv_wc& wc, Done& done) {
       const uint32_t slot = wr_slot(wc.wr_id);
       if (wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
         uint64_t imm = ntohl(wc.imm_data);
-        if (auto r = matcher_.notify_incoming(imm)) {
-          r->imm = imm;
-          done.reqs.emplace_back(std::move(r), Status::Ok());
-        }
+        if (auto r = matcher_.notify_incoming(imm)) done.reqs.emplace_back(std::move(r), Status::Ok());
       } else {
         auto m = decode_msg(q->recv_buffer(slot), wc.byte_len, !on_req);
         if (!m.ok()) {
@@ -188,10 +185,7 @@ void VerbsEndpoint::on_request_msg(const Msg& m, const std::byte* payload, Done&
       return;
     }
     case MsgType::kNotify:
-      if (auto r = matcher_.notify_incoming(m.tag)) {
-        r->imm = m.tag;
-        done.reqs.emplace_back(std::move(r), Status::Ok());
-      }
+      if (auto r = matcher_.notify_incoming(m.tag)) done.reqs.emplace_back(std::move(r), Status::Ok());
       return;
     default:
       return;  // decode_msg() lets only requests through here

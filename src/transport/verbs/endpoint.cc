@@ -262,10 +262,7 @@ VerbsEndpoint::Req VerbsEndpoint::recv(void* buf, size_t capacity, uint64_t tag,
 
 VerbsEndpoint::Req VerbsEndpoint::recv_notify() {
   auto r = new_request("recv_notify");
-  if (auto imm = matcher_.post_notify(r)) {
-    r->imm = *imm;
-    r->complete(Status::Ok());
-  }
+  matcher_.post_notify(r);
   return r;
 }
 
