@@ -240,18 +240,20 @@ bool Channel::emit(OutOp& op) {
   return true;
 }
 
-void Channel::post(OutOp op, Completions& done) {
+bool Channel::post(OutOp op, Completions& done) {
   std::lock_guard lk(tx_mu_);
-  if (queued_.empty() && ready()) {
+  const bool was_empty = queued_.empty();
+  if (was_empty && ready()) {
     bool finished = emit(op);
     if (tx_.publish()) ring_peer();
     if (finished) {
       if (op.on_emitted) done.push_back(std::move(op.on_emitted));
-      return;
+      return false;
     }
   }
   queued_.push_back(std::move(op));
   has_queued_.store(true, std::memory_order_release);
+  return was_empty;
 }
 
 std::vector<std::shared_ptr<detail::RequestState>> Channel::clear_queued() {

@@ -126,8 +126,9 @@ class Channel {
   void set_cma(bool cma) { cma_.store(cma, std::memory_order_release); }
 
   // Producer: queues `op` (emits it at once when nothing is queued and there is room).
-  // Requests whose payload is now in the ring are appended to `done`.
-  void post(OutOp op, Completions& done);
+  // Requests whose payload is now in the ring are appended to `done`. True when this call
+  // started a queue (someone must drain it).
+  bool post(OutOp op, Completions& done);
   // Emits queued operations while there is room. Returns operations fully emitted.
   int drain(Completions& done);
   bool has_queued();

@@ -95,8 +95,9 @@ Status ShmEndpoint::track(uint64_t seq, Op op) {
 
 void ShmEndpoint::post(Channel& ch, OutOp op) {
   Completions done;
-  ch.post(std::move(op), done);
-  if (ch.has_queued()) transport_->engine().wake();  // the background thread drains it
+  // Wake the background thread once per queue that forms (not on every post behind it): it
+  // drains the queue, and arms producer_waiting before it sleeps again.
+  if (ch.post(std::move(op), done)) transport_->engine().wake();
   complete_all(done);
 }
 
