@@ -280,8 +280,23 @@ void VerbsEndpoint::finish(Done& done) {
 // ---- what pump() posts (mu_ held) -------------------------------------------------------
 
 bool VerbsEndpoint::post_message(const Msg& m, const void* payload, size_t len) {
-  QueuePair& q = *req_qp_;
-  if (credits_ <= 0 || q.sq_used >= q.shape().sq_depth) return false;
+  if (credits_ <= 0) return false;
+  if (!post_slot(*req_qp_, m, payload, len, "ibv_post_send")) return false;
+  --credits_;
+  last_post_ns_ = now_ns();
+  return true;
+}
+
+bool VerbsEndpoint::post_reply(Msg m) {
+  m.credits = static_cast<uint16_t>(std::min(credits_owed_, 0xFFFF));
+  if (!post_slot(*serve_qp_, m, nullptr, 0, "ibv_post_send (reply)")) return false;
+  credits_owed_ -= m.credits;
+  return true;
+}
+
+// Copies the message (and payload) into a free send slot of q and posts it as a SEND.
+bool VerbsEndpoint::post_slot(QueuePair& q, const Msg& m, const void* payload, size_t len, const char* what) {
+  if (q.sq_used >= q.shape().sq_depth) return false;
   int slot = q.take_slot();
   if (slot < 0) return false;
   std::byte* p = q.slot(slot);
@@ -297,37 +312,9 @@ bool VerbsEndpoint::post_message(const Msg& m, const void* payload, size_t len) 
   ibv_send_wr* bad = nullptr;
   if (int rc = ibv_post_send(q.qp(), &wr, &bad)) {
     q.give_slot(slot);
-    post_failed_ = Status::PeerFailed("ibv_post_send: {}", std::strerror(rc));
+    post_failed_ = Status::PeerFailed("{}: {}", what, std::strerror(rc));
     return false;
   }
-  --credits_;
-  ++q.sq_used;
-  last_post_ns_ = now_ns();
-  return true;
-}
-
-bool VerbsEndpoint::post_reply(Msg m) {
-  QueuePair& q = *serve_qp_;
-  if (q.sq_used >= q.shape().sq_depth) return false;
-  int slot = q.take_slot();
-  if (slot < 0) return false;
-  m.credits = static_cast<uint16_t>(std::min(credits_owed_, 0xFFFF));
-  std::byte* p = q.slot(slot);
-  std::memcpy(p, &m, sizeof m);
-  ibv_sge sge{reinterpret_cast<uint64_t>(p), static_cast<uint32_t>(sizeof m), q.slot_lkey()};
-  ibv_send_wr wr{};
-  wr.wr_id = make_wr_id(WrKind::kSlot, static_cast<uint64_t>(slot), 0);
-  wr.sg_list = &sge;
-  wr.num_sge = 1;
-  wr.opcode = IBV_WR_SEND;
-  wr.send_flags = IBV_SEND_SIGNALED;
-  ibv_send_wr* bad = nullptr;
-  if (int rc = ibv_post_send(q.qp(), &wr, &bad)) {
-    q.give_slot(slot);
-    post_failed_ = Status::PeerFailed("ibv_post_send (reply): {}", std::strerror(rc));
-    return false;
-  }
-  credits_owed_ -= m.credits;
   ++q.sq_used;
   return true;
 }

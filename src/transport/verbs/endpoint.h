@@ -148,6 +148,7 @@ class VerbsEndpoint : public detail::TransportEndpoint, public std::enable_share
   bool pump_one_sided(Pending& p, Done& done);
   bool post_message(const Msg& m, const void* payload, size_t len);  // request QP; uses a credit
   bool post_reply(Msg m);                                            // serve QP
+  bool post_slot(QueuePair& q, const Msg& m, const void* payload, size_t len, const char* what);
   bool post_rdma(QueuePair& q, ibv_wr_opcode opcode, uint64_t wr_id, std::byte* laddr, uint32_t lkey, size_t len,
                  uint64_t raddr, uint32_t rkey, uint32_t imm_be);
   void pump_pulls();
