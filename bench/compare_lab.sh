@@ -123,9 +123,7 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-podnet="$work/podnet"
-cp "$podnet_arg" "$podnet" || die "cannot copy $podnet_arg"
-chmod +x "$podnet"
+podnet=$(copy_podnet "$podnet_arg" "$work") || exit 1
 export PODNET_BIN="$podnet"  # for bench/lab_rsh.sh
 build_coll_anchors "$work" "$use_mpi" "$use_gloo" || exit 1
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1

@@ -116,9 +116,7 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 
 # Copy the binary: others may rebuild it while this runs.
-podnet="$work/podnet"
-cp "$podnet_arg" "$podnet" || die "cannot copy $podnet_arg"
-chmod +x "$podnet"
+podnet=$(copy_podnet "$podnet_arg" "$work") || exit 1
 
 helper="$work/helper.py"
 cat >"$helper" <<'PYEOF'

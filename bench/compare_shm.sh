@@ -59,8 +59,7 @@ bg_pids=()
 cleanup() { [[ ${#bg_pids[@]} -gt 0 ]] && stop_pids 20 "${bg_pids[@]}"; rm -rf "$work"; }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
-cp "$podnet_arg" "$work/podnet"
-podnet="$work/podnet"
+podnet=$(copy_podnet "$podnet_arg" "$work") || exit 1
 if command -v memcpy_bw >/dev/null; then cp "$(command -v memcpy_bw)" "$work/"
 else g++ -O2 -o "$work/memcpy_bw" "$here/anchors/memcpy_bw.cc" || die "building memcpy_bw failed"; fi
 

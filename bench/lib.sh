@@ -27,6 +27,13 @@ find_podnet() {
   fi
 }
 
+# copy_podnet SRC WORK: copies the binary into WORK and prints the copy's path (others may
+# rebuild SRC while a comparison runs).
+copy_podnet() {
+  cp "$1" "$2/podnet" && chmod +x "$2/podnet" || { echo "cannot copy $1" >&2; return 1; }
+  echo "$2/podnet"
+}
+
 # check_coll_anchors USE_MPI USE_GLOO: what building and running the collective anchors
 # needs; prints what is missing and its Debian package, status 1 then.
 check_coll_anchors() {
