@@ -240,8 +240,9 @@ bool Channel::emit(OutOp& op) {
   return true;
 }
 
-bool Channel::post(OutOp op, Completions& done) {
+bool Channel::post(OutOp& op, Completions& done) {
   std::lock_guard lk(tx_mu_);
+  if (closed_) return false;
   const bool was_empty = queued_.empty();
   if (was_empty && ready()) {
     bool finished = emit(op);
@@ -256,9 +257,10 @@ bool Channel::post(OutOp op, Completions& done) {
   return was_empty;
 }
 
-std::vector<std::shared_ptr<detail::RequestState>> Channel::clear_queued() {
+std::vector<std::shared_ptr<detail::RequestState>> Channel::close_queue() {
   std::vector<std::shared_ptr<detail::RequestState>> reqs;
   std::lock_guard lk(tx_mu_);
+  closed_ = true;
   for (auto& op : queued_)
     if (op.on_emitted) reqs.push_back(std::move(op.on_emitted));
   queued_.clear();

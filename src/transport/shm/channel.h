@@ -127,13 +127,15 @@ class Channel {
 
   // Producer: queues `op` (emits it at once when nothing is queued and there is room).
   // Requests whose payload is now in the ring are appended to `done`. True when this call
-  // started a queue (someone must drain it).
-  bool post(OutOp op, Completions& done);
+  // started a queue (someone must drain it). After close_queue(), nothing is taken: `op` is left
+  // as it was (its on_emitted request is the caller's to fail).
+  bool post(OutOp& op, Completions& done);
   // Emits queued operations while there is room. Returns operations fully emitted.
   int drain(Completions& done);
   bool has_queued();
-  // The endpoint failed: drops queued operations, returning the requests they would complete.
-  std::vector<std::shared_ptr<detail::RequestState>> clear_queued();
+  // The endpoint failed: refuses later posts and drops queued operations, returning the
+  // requests they would complete.
+  std::vector<std::shared_ptr<detail::RequestState>> close_queue();
 
   // Consumer: calls fn(const RecHdr&) for up to `max` records. fn must not block.
   template <typename F>
@@ -181,6 +183,7 @@ class Channel {
   std::mutex tx_mu_;
   RingWriter tx_;
   std::deque<OutOp> queued_;
+  bool closed_ = false;
   std::atomic<bool> has_queued_{false};
   std::mutex rx_mu_;
   RingReader rx_;

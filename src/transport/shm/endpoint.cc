@@ -97,7 +97,9 @@ void ShmEndpoint::post(Channel& ch, OutOp op) {
   Completions done;
   // Wake the background thread once per queue that forms (not on every post behind it): it
   // drains the queue, and arms producer_waiting before it sleeps again.
-  if (ch.post(std::move(op), done)) transport_->engine().wake();
+  if (ch.post(op, done)) transport_->engine().wake();
+  // Refused: the endpoint failed between the caller's check and this post.
+  if (op.on_emitted) op.on_emitted->complete(op_failure(*op.on_emitted, health()));
   complete_all(done);
 }
 
@@ -222,8 +224,7 @@ void ShmEndpoint::reply(const RecHdr& req, Rec type, const Status& st, uint8_t f
   op.hdr.flags = flags;
   op.hdr.code = static_cast<uint16_t>(st.code());
   if (!st.ok()) {
-    op.owned = st.message().substr(0, 1024);
-    op.src = reinterpret_cast<const std::byte*>(op.owned.data());
+    op.owned = st.message().substr(0, 1024);  // emit() sends `owned` when it is set
     op.len = op.owned.size();
   }
   post(*ch, std::move(op));
@@ -234,12 +235,6 @@ int ShmEndpoint::poll() {
   Completions done;
   Channel* o = out_raw_.load(std::memory_order_acquire);
   Channel* i = in_raw_.load(std::memory_order_acquire);
-  if (failed_flag_.load(std::memory_order_relaxed)) {
-    // Sends posted while fail() swept the queues must not stay queued forever.
-    for (Channel* ch : {o, i})
-      if (ch != nullptr && ch->has_queued())
-        for (auto& r : ch->clear_queued()) r->complete(op_failure(*r, health()));
-  }
   if (o != nullptr) {
     n += o->drain(done);
     if (o->ready()) n += o->consume(kRecordsPerPoll, [this](const RecHdr& h) { on_reply_record(h); });
@@ -482,7 +477,7 @@ void ShmEndpoint::fail(const Status& why) {
   for (auto& [seq, op] : sends) op.req->complete(op_failure(*op.req, why));
   for (Channel* ch : {out_raw_.load(), in_raw_.load()}) {
     if (ch == nullptr) continue;
-    for (auto& r : ch->clear_queued()) r->complete(op_failure(*r, why));
+    for (auto& r : ch->close_queue()) r->complete(op_failure(*r, why));
   }
   matcher_.fail(Status(why.code(), fmt::format("recv from {}: {}", peer_name(), why.message())));
 }
