@@ -9,6 +9,10 @@
 
 #include "coll/call.h"
 
+namespace podnet::detail {
+class Arena;
+}
+
 namespace podnet::detail::algo {
 
 // allreduce
@@ -38,6 +42,19 @@ Status alltoallv_pairwise(Call& c, const void* send, const std::vector<size_t>& 
                           const std::vector<size_t>& rcounts);
 // barrier
 Status barrier_dissemination(Call& c);
+
+// Through the shared collective arena (all ranks on one host; coll/arena.h).
+// arena_bytes: the slot bytes a call needs, given the per-rank bytes choose_algorithm sees.
+size_t arena_bytes(Collective coll, size_t bytes, int n);
+Status shm_allreduce(Call& c, Arena& a, const void* send, void* recv, size_t count);
+Status shm_reduce(Call& c, Arena& a, const void* send, void* recv, size_t count, int root);
+Status shm_broadcast(Call& c, Arena& a, void* buf, size_t count, int root);
+Status shm_allgather(Call& c, Arena& a, const void* send, void* recv, size_t count);
+Status shm_gather(Call& c, Arena& a, const void* send, void* recv, size_t count, int root);
+Status shm_reduce_scatter(Call& c, Arena& a, const void* send, void* recv, size_t count);
+Status shm_alltoall(Call& c, Arena& a, const void* send, void* recv, size_t count);
+Status shm_scatter(Call& c, Arena& a, const void* send, void* recv, size_t count, int root);
+Status shm_barrier(Call& c, Arena& a);
 
 // Chunking of pipelined algorithms: bytes per message.
 inline constexpr size_t kPipelineChunk = 256 * 1024;

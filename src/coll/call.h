@@ -68,12 +68,13 @@ class Call {
   void set_algorithm(const char* name) { algo_ = name; }
   CallInfo info() const { return {seq_, coll_, dtype_, op_, count_, root_}; }
   const char* algorithm() const { return algo_; }
-
- private:
-  uint64_t tag(uint32_t step) const;
+  CommImpl& comm() { return comm_; }
   // After a wait timed out: tells the others, gathers what they are doing for a moment, and
   // names the ranks that are in another call if there are any.
   Status explain_timeout(Status timeout);
+
+ private:
+  uint64_t tag(uint32_t step) const;
   uint64_t signature() const;
   std::string describe_signature(uint64_t sig) const;
 

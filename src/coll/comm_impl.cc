@@ -262,7 +262,12 @@ Status CommImpl::run(Collective c, DataType t, ReduceOp op, size_t count, int ro
     eps_[p] = std::move(ep).value();
   }
   arm_abort_listeners();
+  if (c != Collective::kSendRecv && !arena_tried_) {
+    arena_tried_ = true;
+    PODNET_RETURN_IF_ERROR(setup_arena());
+  }
   Call call(*this, c, t, op, count, root);
+  if (arena_ && c != Collective::kSendRecv) arena_->publish(call.info());
   Status st = body(call);
   {
     std::lock_guard lk(algo_mu_);
@@ -277,17 +282,53 @@ Status CommImpl::run(Collective c, DataType t, ReduceOp op, size_t count, int ro
   return st;
 }
 
-// The forced algorithm of the collective, else the tuner's choice for this size.
-static std::string_view pick(CommImpl& comm, Collective c, size_t bytes) {
-  const std::string& o = comm.algo_override(c);
-  if (!o.empty()) return o;
-  return choose_algorithm(c, bytes, comm.size());
+Status CommImpl::setup_arena() {
+  const size_t slot = config().shm_coll_max;
+  bool local_ok = slot > 0;
+  std::string why = local_ok ? "" : "PODNET_SHM_COLL_MAX=0";
+  for (int p = 0; p < size() && local_ok; ++p) {
+    if (p == rank_ || eps_[p]->transport() == "shm") continue;
+    local_ok = false;
+    why = fmt::format("rank {} is reached over {}", p, eps_[p]->transport());
+  }
+  Call setup(*this, Collective::kBarrier, DataType::kUint8, ReduceOp::kSum, 0, -1);
+  setup.set_algorithm("arena setup");
+  auto a = Arena::establish(setup, slot, local_ok, &why);
+  if (!a.ok()) return a.status().with_context("setting up the shared-memory arena of communicator {:#x}", id_);
+  arena_ = std::move(a).value();
+  if (arena_)
+    PODNET_INFO(kColl, "communicator {:#x}: shared-memory arena for {} ranks, {} bytes per slot", id_, size(), slot);
+  else if (size() > 1)
+    PODNET_INFO(kColl, "communicator {:#x}: no shared-memory arena ({})", id_, why);
+  return {};
+}
+
+std::string_view CommImpl::pick(Collective c, size_t bytes) {
+  const bool fits = arena_ && algo::arena_bytes(c, bytes, size()) <= arena_->slot_bytes();
+  const std::string& o = algo_override(c);
+  if (!o.empty() && (o != "shm" || fits)) return o;
+  if (!o.empty() && !warned_shm_fallback_) {
+    warned_shm_fallback_ = true;
+    PODNET_WARN(kColl, "{}: algorithm shm forced, but {}; using the tuner's choice (the benchmark rows say which ran)",
+                collective_name(c),
+                arena_ ? fmt::format("this call needs {} bytes per slot (PODNET_SHM_COLL_MAX={})",
+                                     algo::arena_bytes(c, bytes, size()), arena_->slot_bytes())
+                       : std::string("this communicator has no shared-memory arena (ranks on other hosts, or "
+                                     "PODNET_SHM_COLL_MAX=0)"));
+  }
+  // A table measured on this many ranks (`podnet tune`, which times shm too) comes first.
+  const TuneTable* t = loaded_tune_table();
+  if (fits && (t == nullptr || t->nranks != size())) return "shm";
+  std::string_view a = choose_algorithm(c, bytes, size());
+  if (a == "shm" && !fits) return algorithms_for(c).front();  // measured with an arena this call does not fit
+  return a;
 }
 
 Status CommImpl::allreduce(const void* send, void* recv, size_t count, DataType t, ReduceOp op) {
   return run(Collective::kAllreduce, t, op, count, -1, [&](Call& c) {
-    std::string_view a = pick(*this, Collective::kAllreduce, count * c.esize());
+    std::string_view a = pick(Collective::kAllreduce, count * c.esize());
     c.set_algorithm(a.data());
+    if (a == "shm") return algo::shm_allreduce(c, *arena_, send, recv, count);
     if (a == "recursive_doubling") return algo::allreduce_recursive_doubling(c, send, recv, count);
     if (a == "rabenseifner") return algo::allreduce_rabenseifner(c, send, recv, count);
     if (a == "tree") return algo::allreduce_tree(c, send, recv, count);
@@ -299,7 +340,9 @@ Status CommImpl::allreduce(const void* send, void* recv, size_t count, DataType 
 Status CommImpl::reduce(const void* send, void* recv, size_t count, DataType t, ReduceOp op, int root) {
   PODNET_RETURN_IF_ERROR(check_root("reduce", root));
   return run(Collective::kReduce, t, op, count, root, [&](Call& c) {
-    c.set_algorithm("binomial");
+    std::string_view a = pick(Collective::kReduce, count * c.esize());
+    c.set_algorithm(a.data());
+    if (a == "shm") return algo::shm_reduce(c, *arena_, send, recv, count, root);
     return algo::reduce_binomial(c, send, recv, count, root);
   });
 }
@@ -307,8 +350,9 @@ Status CommImpl::reduce(const void* send, void* recv, size_t count, DataType t, 
 Status CommImpl::broadcast(void* buf, size_t count, DataType t, int root) {
   PODNET_RETURN_IF_ERROR(check_root("broadcast", root));
   return run(Collective::kBroadcast, t, ReduceOp::kSum, count, root, [&](Call& c) {
-    std::string_view a = pick(*this, Collective::kBroadcast, count * c.esize());
+    std::string_view a = pick(Collective::kBroadcast, count * c.esize());
     c.set_algorithm(a.data());
+    if (a == "shm") return algo::shm_broadcast(c, *arena_, buf, count, root);
     if (a == "chain") return algo::broadcast_chain(c, buf, count, root);
     return algo::broadcast_binomial(c, buf, count, root);
   });
@@ -316,8 +360,9 @@ Status CommImpl::broadcast(void* buf, size_t count, DataType t, int root) {
 
 Status CommImpl::allgather(const void* send, void* recv, size_t count, DataType t) {
   return run(Collective::kAllgather, t, ReduceOp::kSum, count, -1, [&](Call& c) {
-    std::string_view a = pick(*this, Collective::kAllgather, count * c.esize());
+    std::string_view a = pick(Collective::kAllgather, count * c.esize());
     c.set_algorithm(a.data());
+    if (a == "shm") return algo::shm_allgather(c, *arena_, send, recv, count);
     if (a == "bruck") return algo::allgather_bruck(c, send, recv, count);
     if (a == "recursive_doubling") return algo::allgather_recursive_doubling(c, send, recv, count);
     return algo::allgather_ring(c, send, recv, count);
@@ -337,8 +382,9 @@ Status CommImpl::allgatherv(const void* send, size_t send_count, void* recv, con
 
 Status CommImpl::reduce_scatter(const void* send, void* recv, size_t recv_count, DataType t, ReduceOp op) {
   return run(Collective::kReduceScatter, t, op, recv_count, -1, [&](Call& c) {
-    std::string_view a = pick(*this, Collective::kReduceScatter, recv_count * c.esize());
+    std::string_view a = pick(Collective::kReduceScatter, recv_count * c.esize());
     c.set_algorithm(a.data());
+    if (a == "shm") return algo::shm_reduce_scatter(c, *arena_, send, recv, recv_count);
     if (a == "recursive_halving") return algo::reduce_scatter_recursive_halving(c, send, recv, recv_count);
     return algo::reduce_scatter_ring(c, send, recv, recv_count);
   });
@@ -346,8 +392,9 @@ Status CommImpl::reduce_scatter(const void* send, void* recv, size_t recv_count,
 
 Status CommImpl::alltoall(const void* send, void* recv, size_t count, DataType t) {
   return run(Collective::kAlltoall, t, ReduceOp::kSum, count, -1, [&](Call& c) {
-    std::string_view a = pick(*this, Collective::kAlltoall, count * c.esize());
+    std::string_view a = pick(Collective::kAlltoall, count * c.esize());
     c.set_algorithm(a.data());
+    if (a == "shm") return algo::shm_alltoall(c, *arena_, send, recv, count);
     if (a == "bruck") return algo::alltoall_bruck(c, send, recv, count);
     return algo::alltoall_pairwise(c, send, recv, count);
   });
@@ -366,7 +413,9 @@ Status CommImpl::alltoallv(const void* send, const std::vector<size_t>& send_cou
 Status CommImpl::gather(const void* send, void* recv, size_t count, DataType t, int root) {
   PODNET_RETURN_IF_ERROR(check_root("gather", root));
   return run(Collective::kGather, t, ReduceOp::kSum, count, root, [&](Call& c) {
-    c.set_algorithm("linear");
+    std::string_view a = pick(Collective::kGather, count * c.esize());
+    c.set_algorithm(a.data());
+    if (a == "shm") return algo::shm_gather(c, *arena_, send, recv, count, root);
     return algo::gather_linear(c, send, recv, count, root);
   });
 }
@@ -374,14 +423,18 @@ Status CommImpl::gather(const void* send, void* recv, size_t count, DataType t, 
 Status CommImpl::scatter(const void* send, void* recv, size_t count, DataType t, int root) {
   PODNET_RETURN_IF_ERROR(check_root("scatter", root));
   return run(Collective::kScatter, t, ReduceOp::kSum, count, root, [&](Call& c) {
-    c.set_algorithm("linear");
+    std::string_view a = pick(Collective::kScatter, count * c.esize());
+    c.set_algorithm(a.data());
+    if (a == "shm") return algo::shm_scatter(c, *arena_, send, recv, count, root);
     return algo::scatter_linear(c, send, recv, count, root);
   });
 }
 
 Status CommImpl::barrier() {
   return run(Collective::kBarrier, DataType::kUint8, ReduceOp::kSum, 0, -1, [&](Call& c) {
-    c.set_algorithm("dissemination");
+    std::string_view a = pick(Collective::kBarrier, 0);
+    c.set_algorithm(a.data());
+    if (a == "shm") return algo::shm_barrier(c, *arena_);
     return algo::barrier_dissemination(c);
   });
 }

@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "coll/arena.h"
 #include "coll/call.h"
 
 namespace podnet::detail {
@@ -81,12 +82,18 @@ class CommImpl final : public Communicator {
   void broadcast_abort(const Status& why, const CallInfo& mine);
   std::byte* scratch(size_t bytes, int which);
   const std::string& algo_override(Collective c) const;
+  // The algorithm for a call with `bytes` (as the tuner sees them): the forced one, else
+  // "shm" when the call fits the shared arena, else the tuner's choice.
+  std::string_view pick(Collective c, size_t bytes);
+  Arena* arena() { return arena_.get(); }
 
  private:
   // Runs `body` as one call: sequencing, error context, algorithm bookkeeping.
   Status run(Collective c, DataType t, ReduceOp op, size_t count, int root,
              const std::function<Status(Call&)>& body);
   Status check_root(const char* what, int root) const;
+  // Once, at the first collective: maps the shared arena when every rank is on this host.
+  Status setup_arena();
   Work enqueue(std::function<Status()> fn);
   void arm_abort_listeners();
   void worker_loop();
@@ -102,6 +109,9 @@ class CommImpl final : public Communicator {
   std::vector<std::shared_ptr<Endpoint>> eps_;
   std::vector<uint32_t> p2p_send_seq_, p2p_recv_seq_;
   std::vector<std::vector<std::byte>> scratch_;
+  std::unique_ptr<Arena> arena_;
+  bool arena_tried_ = false;
+  bool warned_shm_fallback_ = false;
   std::map<Collective, std::string> overrides_;
   mutable std::mutex algo_mu_;  // last_algo_ is written by the worker, read by the user
   std::map<Collective, std::string> last_algo_;

@@ -15,14 +15,14 @@ namespace podnet::detail {
 
 const std::vector<std::string_view>& algorithms_for(Collective c) {
   static const std::vector<std::string_view> kAllreduce{"ring", "recursive_doubling", "rabenseifner", "tree",
-                                                        "one_shot"};
-  static const std::vector<std::string_view> kBroadcast{"binomial", "chain"};
-  static const std::vector<std::string_view> kAllgather{"ring", "recursive_doubling", "bruck"};
-  static const std::vector<std::string_view> kReduceScatter{"ring", "recursive_halving"};
-  static const std::vector<std::string_view> kAlltoall{"pairwise", "bruck"};
-  static const std::vector<std::string_view> kBarrier{"dissemination"};
-  static const std::vector<std::string_view> kReduce{"binomial"};
-  static const std::vector<std::string_view> kLinear{"linear"};
+                                                        "one_shot", "shm"};
+  static const std::vector<std::string_view> kBroadcast{"binomial", "chain", "shm"};
+  static const std::vector<std::string_view> kAllgather{"ring", "recursive_doubling", "bruck", "shm"};
+  static const std::vector<std::string_view> kReduceScatter{"ring", "recursive_halving", "shm"};
+  static const std::vector<std::string_view> kAlltoall{"pairwise", "bruck", "shm"};
+  static const std::vector<std::string_view> kBarrier{"dissemination", "shm"};
+  static const std::vector<std::string_view> kReduce{"binomial", "shm"};
+  static const std::vector<std::string_view> kLinear{"linear", "shm"};
   static const std::vector<std::string_view> kRing{"ring"};
   static const std::vector<std::string_view> kPairwise{"pairwise"};
   static const std::vector<std::string_view> kDirect{"direct"};

@@ -11,7 +11,7 @@
 
 #include "base/clock.h"
 #include "base/log.h"
-#include "transport/futex.h"
+#include "base/futex.h"
 #include "transport/request.h"
 
 namespace podnet::detail {

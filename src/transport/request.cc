@@ -1,6 +1,6 @@
 #include "transport/request.h"
 
-#include "transport/futex.h"
+#include "base/futex.h"
 
 namespace podnet::detail {
 

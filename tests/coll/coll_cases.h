@@ -53,16 +53,26 @@ inline std::vector<Variant> variants(Collective c) {
 // The algorithms this test expects for a collective (what tuner.cc and the task name).
 inline std::vector<std::string> expected_algorithms(Collective c) {
   switch (c) {
-    case Collective::kAllreduce: return {"ring", "recursive_doubling", "rabenseifner", "tree", "one_shot"};
-    case Collective::kBroadcast: return {"binomial", "chain"};
-    case Collective::kAllgather: return {"ring", "recursive_doubling", "bruck"};
-    case Collective::kReduceScatter: return {"ring", "recursive_halving"};
-    case Collective::kAlltoall: return {"pairwise", "bruck"};
-    case Collective::kReduce: return {"binomial"};
-    case Collective::kBarrier: return {"dissemination"};
-    case Collective::kGather: case Collective::kScatter: return {"linear"};
+    case Collective::kAllreduce: return {"ring", "recursive_doubling", "rabenseifner", "tree", "one_shot", "shm"};
+    case Collective::kBroadcast: return {"binomial", "chain", "shm"};
+    case Collective::kAllgather: return {"ring", "recursive_doubling", "bruck", "shm"};
+    case Collective::kReduceScatter: return {"ring", "recursive_halving", "shm"};
+    case Collective::kAlltoall: return {"pairwise", "bruck", "shm"};
+    case Collective::kReduce: return {"binomial", "shm"};
+    case Collective::kBarrier: return {"dissemination", "shm"};
+    case Collective::kGather: case Collective::kScatter: return {"linear", "shm"};
     default: return {};  // allgatherv, alltoallv, send/recv: not forced in the matrix
   }
+}
+
+// Whether a call fits the shared-memory arena's slot at its default size (PODNET_SHM_COLL_MAX
+// 64K): forced "shm" beyond it runs the tuner's choice instead (a test of its own).
+inline constexpr size_t kArenaSlot = 64 * 1024;
+inline bool arena_fits(Collective c, size_t count, DataType t, int n) {
+  if (n < 2) return false;  // a single rank has no arena
+  size_t b = count * dtype_size(t);
+  if (c == Collective::kAlltoall || c == Collective::kReduceScatter || c == Collective::kScatter) b *= n;
+  return b <= kArenaSlot;
 }
 
 inline std::string describe(const Case& k, int n) {

@@ -44,6 +44,7 @@ std::vector<Case> matrix(Collective c, int n) {
         if (!reduces(c) && op != ReduceOp::kSum) continue;
         for (size_t count : kSizes)
           for (Variant v : variants(c)) {
+            if (algo == "shm" && !arena_fits(c, count, t, n)) continue;
             if (count > kBig) {
               if (reduces(c) ? !big_ok(t, op) : !big_ok(t)) continue;
               // In place at 1 MiB: for one type per algorithm.
@@ -132,6 +133,41 @@ TEST(CollInPlace, ScatterRecvEqualsSendAtRoot) {
     });
     EXPECT_EQ(problems.load(), 0u) << "scatter(recv == send) at root " << n - 1 << " of " << n;
   }
+}
+
+// "shm" forced for a call larger than the arena's slot runs the tuner's choice, and says so
+// through last_algorithm; the next call that fits is back in the arena.
+TEST(CollArena, ForcedShmBeyondTheSlotRunsAnotherAlgorithm) {
+  const int n = 3;
+  Pod pod(n);
+  pod.run([&](int r) { ASSERT_TRUE(pod.comm(r).set_algorithm(Collective::kAllreduce, "shm").ok()); });
+  const size_t big = kArenaSlot / 4 + 1000, small = 100;
+  ASSERT_FALSE(arena_fits(Collective::kAllreduce, big, DataType::kInt32, n));
+  std::atomic<int> problems{0};
+  pod.run([&](int r) {
+    for (size_t count : {big, small, big}) {
+      std::vector<int32_t> in(count), out(count);
+      for (size_t i = 0; i < count; ++i) in[i] = static_cast<int32_t>(r * 1000 + i % 1000);
+      Status st = pod.comm(r).allreduce(in.data(), out.data(), count, DataType::kInt32, ReduceOp::kSum);
+      if (!st.ok()) {
+        ADD_FAILURE() << st.to_string();
+        ++problems;
+        continue;
+      }
+      for (size_t i = 0; i < count; ++i)
+        if (out[i] != static_cast<int32_t>(3000 + 3 * (i % 1000))) {
+          ADD_FAILURE() << "rank " << r << " count " << count << " element " << i << " = " << out[i];
+          ++problems;
+          break;
+        }
+      std::string used = pod.comm(r).last_algorithm(Collective::kAllreduce);
+      if ((count == small) != (used == "shm")) {
+        ADD_FAILURE() << "count " << count << " ran '" << used << "'";
+        ++problems;
+      }
+    }
+  });
+  EXPECT_EQ(problems.load(), 0);
 }
 
 // set_algorithm's error lists the algorithms; each one it accepts is what last_algorithm

@@ -6,6 +6,7 @@
 // products, min and max are exact and compared bit for bit; only avg divides, and is
 // compared with a relative tolerance of 1e-6 (float32/float64) or 1e-2 (float16/bfloat16,
 // 8 and 11 bits of mantissa).
+#include "coll_cases.h"
 #include "coll_harness.h"
 #include "reference_coll.h"
 
@@ -18,7 +19,7 @@ INSTANTIATE_TEST_SUITE_P(Ranks, WorldSize, ::testing::Values(1, 2, 3, 4, 5, 8));
 TEST_P(WorldSize, AllreduceEveryAlgorithmTypeOpSize) {
   const int n = GetParam();
   Pod pod(n);
-  for (const char* algo : {"ring", "recursive_doubling", "rabenseifner", "tree", "one_shot"}) {
+  for (const char* algo : {"ring", "recursive_doubling", "rabenseifner", "tree", "one_shot", "shm"}) {
     std::vector<Communicator*> comms(n);
     pod.run([&](int r) {
       comms[r] = &pod.comm(r);
@@ -28,6 +29,7 @@ TEST_P(WorldSize, AllreduceEveryAlgorithmTypeOpSize) {
       for (ReduceOp op : kOps)
         for (size_t count : kSizes) {
           if (count > 5000 && !big_ok(t, op)) continue;
+          if (std::string(algo) == "shm" && !arena_fits(Collective::kAllreduce, count, t, n)) continue;
           for (bool in_place : {false, true}) {
             if (in_place && count > 5000) continue;
             pod.run([&](int r) {

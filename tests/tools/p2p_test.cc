@@ -363,6 +363,35 @@ TEST(P2pPeerFailure, FrozenPeerFailsAPendingRecv) {
   EXPECT_NE(f.verdict.find("no data or heartbeat"), std::string::npos) << describe(f);
 }
 
+// A collective whose peer dies or freezes: on one host the allreduce runs through the
+// shared-memory arena (over tcp in the .tcp variant), and the survivor must still name rank 1.
+TEST(P2pPeerFailure, KilledPeerFailsAnAllreduceLoop) {
+  const auto shm_before = dev_shm_names();
+  FaultRun f = fault_run({"allreduce-loop"}, {"PODNET_PEER_TIMEOUT_MS=3000"}, SIGKILL, 0.3, "rank 0 error after");
+  EXPECT_EQ(dev_shm_names(), shm_before) << describe(f);
+  ASSERT_GE(f.t_signal, 0) << "the allreduces never got going\n" << describe(f);
+  ASSERT_GE(f.t_verdict, 0) << "rank 0 never reported the dead peer\n" << describe(f);
+  EXPECT_LT(f.detect_s(), 10) << describe(f);
+  EXPECT_NE(f.verdict.find("peer-failed: "), std::string::npos) << describe(f);
+  EXPECT_NE(f.verdict.find("rank 1"), std::string::npos) << describe(f);
+  EXPECT_NE(f.verdict.find("allreduce"), std::string::npos) << "the error should name the operation\n" << describe(f);
+  const bool shm = env_or("PODNET_TRANSPORT", "auto") != "tcp";
+  if (shm) {
+    EXPECT_NE(f.outcome.out.find("algorithm shm"), std::string::npos) << describe(f);
+  }
+}
+
+TEST(P2pPeerFailure, FrozenPeerFailsAnAllreduceLoop) {
+  FaultRun f = fault_run({"allreduce-loop"}, {"PODNET_PEER_TIMEOUT_MS=3000", "PODNET_HEARTBEAT_MS=500"}, SIGSTOP, 0.3,
+                         "rank 0 error after");
+  ASSERT_GE(f.t_signal, 0) << describe(f);
+  ASSERT_GE(f.t_verdict, 0) << "rank 0 never reported the frozen peer\n" << describe(f);
+  EXPECT_LT(f.detect_s(), 3 + 5) << describe(f);
+  EXPECT_GT(f.detect_s(), 3.0 - 0.5 - 0.2) << describe(f);
+  EXPECT_NE(f.verdict.find("peer-failed: "), std::string::npos) << describe(f);
+  EXPECT_NE(f.verdict.find("rank 1"), std::string::npos) << describe(f);
+}
+
 // ---- Open MPI's mpirun -----------------------------------------------------------------
 
 bool in_path(const std::string& name) {

@@ -13,6 +13,9 @@
 //                                      rank 0 posts COUNT write_notify of BYTES each (immediate
 //                                      i for the i-th) before waiting for any; rank 1 checks
 //                                      that the immediates arrive as 0, 1, ..., COUNT-1
+//   podnet_xfer_rank allreduce-loop    both ranks run 8-byte allreduces in a loop (on one host:
+//                                      through the shared-memory arena); rank 1 prints "ready"
+//                                      after the first, rank 0 "first allreduce done"
 //
 // Every rank prints "pid N" first, so that the test can signal it and check it is gone.
 //
@@ -20,6 +23,8 @@
 //   stream:    "rank 0 error after N ms: <status>"   N: time since the last completed write
 //              (how long the failure took to surface); exit 0 when the status is peer-failed
 //              and names rank 1, else 1
+//   allreduce-loop: "rank 0 error after N ms: <status>" (as stream; N since the last call
+//              that completed)
 //   recv-wait: "rank 0 recv ended after N ms: <status>"  N: since the recv was posted; exit 0
 //   notify-order: rank 1 prints "notifications in order" (exit 0), or "notification K has
 //              immediate V, expected K; M of COUNT out of place" (exit 1)
@@ -37,6 +42,8 @@
 #include <cstring>
 #include <string>
 #include <vector>
+
+#include <podnet/coll.h>
 
 #include "base/clock.h"
 #include "xfer/world.h"
@@ -123,6 +130,27 @@ int recv_wait(World& world, int64_t wait_ms) {
   return 0;
 }
 
+int allreduce_loop(World& world) {
+  auto comm_or = Communicator::create(world);
+  if (!comm_or.ok()) return fail(comm_or.status(), "Communicator::create");
+  Communicator& comm = **comm_or;
+  uint64_t in = world.rank() + 1, out = 0;
+  for (uint64_t i = 0;; ++i) {
+    int64_t t0 = now_ns();
+    Status st = comm.allreduce(&in, &out, 1, DataType::kUint64, ReduceOp::kSum);
+    if (!st.ok()) {
+      say("rank {} error after {} ms: {}", world.rank(), ms_since(t0), st.to_string());
+      return st.code() == Code::kPeerFailed && st.message().find("rank 1") != std::string::npos ? 0 : 1;
+    }
+    if (out != 3) {
+      say("rank {} allreduce {} gave {}, expected 3", world.rank(), i, out);
+      return 1;
+    }
+    if (i == 0 && world.rank() == 1) say("ready (algorithm {})", comm.last_algorithm(Collective::kAllreduce));
+    if (i == 0 && world.rank() == 0) say("first allreduce done (algorithm {})", comm.last_algorithm(Collective::kAllreduce));
+  }
+}
+
 // xfer.h: "messages (send/recv and notifications) are matched in the order the sender posted
 // them", however many writes are in flight and whichever streams carry them.
 int notify_order(World& world, int count, size_t bytes) {
@@ -165,7 +193,7 @@ int notify_order(World& world, int count, size_t bytes) {
 
 int usage() {
   std::fprintf(stderr,
-               "usage: podnet_xfer_rank stream BYTES | recv-wait [MS] | notify-order COUNT BYTES"
+               "usage: podnet_xfer_rank stream BYTES | recv-wait [MS] | notify-order COUNT BYTES | allreduce-loop"
                "  (under podnet run -n 2)\n");
   return 2;
 }
@@ -173,7 +201,7 @@ int usage() {
 int run(int argc, char** argv) {
   if (argc < 2) return usage();
   std::string mode = argv[1];
-  if (mode != "stream" && mode != "recv-wait" && mode != "notify-order") return usage();
+  if (mode != "stream" && mode != "recv-wait" && mode != "notify-order" && mode != "allreduce-loop") return usage();
   if ((mode == "stream" && argc != 3) || (mode == "notify-order" && argc != 4)) return usage();
   auto world_or = World::create();
   if (!world_or.ok()) return fail(world_or.status(), "World::create");
@@ -185,6 +213,7 @@ int run(int argc, char** argv) {
   if (world.rank() == 0 && mode != "notify-order") signal(SIGTERM, SIG_IGN);
   say("pid {}", getpid());  // so that the test can signal the rank and check it is gone
   if (mode == "stream") return stream(world, std::strtoull(argv[2], nullptr, 10));
+  if (mode == "allreduce-loop") return allreduce_loop(world);
   if (mode == "notify-order") return notify_order(world, std::atoi(argv[2]), std::strtoull(argv[3], nullptr, 10));
   return recv_wait(world, argc > 2 ? std::strtoll(argv[2], nullptr, 10) : 60000);
 }

@@ -73,6 +73,13 @@ int run_tune(const TuneOptions& t) {
         // The key is what the tuner is asked with: the call's count in bytes.
         uint64_t key = row->count * dtype_size(DataType::kFloat32);
         double us = row->out_of_place.time_us;
+        // A forced algorithm that cannot run here (shm beyond the arena, or without one)
+        // falls back to another; that row says nothing about the forced one.
+        if ((*comm)->last_algorithm(c) != a) {
+          if (root) std::printf("  %-20s %12llu B  (not available here: %s ran)\n", std::string(a).c_str(),
+                                static_cast<unsigned long long>(key), (*comm)->last_algorithm(c).c_str());
+          continue;
+        }
         if (root) std::printf("  %-20s %12llu B  %10.2f us\n", std::string(a).c_str(), static_cast<unsigned long long>(key), us);
         auto it = best.find(key);
         if (it == best.end() || us < it->second.first) best[key] = {us, std::string(a)};

@@ -1,0 +1,310 @@
+#include "coll/arena.h"
+
+#include <fcntl.h>
+#include <sched.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <bit>
+#include <cerrno>
+#include <cstring>
+#include <random>
+
+#include "base/clock.h"
+#include "base/config.h"
+#include "base/futex.h"
+#include "base/log.h"
+#include "coll/comm_impl.h"
+
+namespace podnet::detail {
+namespace {
+constexpr uint64_t kMagic = 0x706f646e65746172ull;  // "podnetar"
+constexpr uint32_t kVersion = 1;
+constexpr size_t kLine = 128;  // two cache lines: no false sharing through the adjacent-line prefetcher
+constexpr size_t kHeaderPage = 4096;
+constexpr int64_t kCheckEveryNs = 1'000'000;  // slow checks and futex sleeps: 1 ms slices
+constexpr int64_t kPureSpinNs = 2'000;        // poll without yielding this long first
+
+struct SegHeader {
+  uint64_t magic;
+  uint64_t nonce;
+  uint32_t version;
+  uint32_t nranks;
+  uint64_t slot_bytes;
+};
+
+// What rank 0 offers the others when setting up.
+struct Offer {
+  uint32_t ok;
+  int32_t pid;
+  int32_t fd;
+  uint32_t pad;
+  uint64_t size;
+  uint64_t nonce;
+};
+
+size_t round_up(size_t v, size_t a) { return (v + a - 1) / a * a; }
+// Small payloads share the header's cache line.
+size_t data_off(size_t bytes) { return bytes <= 32 ? 32 : 64; }
+bool at_least(uint32_t v, uint32_t want) { return static_cast<int32_t>(v - want) >= 0; }
+}  // namespace
+
+struct Arena::Header {
+  std::atomic<uint32_t> seq;  // the arena call whose data this buffer holds
+  uint32_t comm_seq;
+  uint8_t coll, dtype, op, pad;
+  int32_t root;
+  uint64_t count;
+  uint64_t bytes;
+};
+
+struct alignas(kLine) Arena::Ctl {
+  std::atomic<uint32_t> done;  // the last arena call this rank finished reading
+  std::atomic<uint32_t> ver;   // seqlock over the call this rank is in now
+  std::atomic<uint64_t> now;   // comm seq | coll << 32 | dtype << 40 | op << 48 | 1 << 56
+  std::atomic<uint64_t> count;
+  std::atomic<int64_t> root;
+};
+
+struct alignas(kLine) Arena::Wake {
+  std::atomic<uint32_t> sleepers;  // ranks asleep on a word of this rank
+};
+
+
+Arena::Ctl* Arena::ctl(int r) {
+  static_assert(sizeof(Header) == 32 && sizeof(Ctl) == kLine && sizeof(Wake) == kLine); return reinterpret_cast<Ctl*>(base_ + kHeaderPage) + r; }
+Arena::Wake* Arena::wake(int r) { return reinterpret_cast<Wake*>(base_ + kHeaderPage + n_ * kLine) + r; }
+Arena::Header* Arena::header(int r, uint32_t s) {
+  size_t slots = kHeaderPage + 2 * n_ * kLine;
+  return reinterpret_cast<Header*>(base_ + slots + (static_cast<size_t>(r) * kBuffers + s % kBuffers) * stride_);
+}
+std::byte* Arena::slot(int r, uint32_t s, size_t bytes) {
+  return reinterpret_cast<std::byte*>(header(r, s)) + data_off(bytes);
+}
+
+Arena::~Arena() {
+  if (base_ != nullptr) munmap(base_, map_bytes_);
+}
+
+Result<std::unique_ptr<Arena>> Arena::establish(Call& c, size_t slot_bytes, bool local_ok, std::string* why) {
+  const int n = c.size(), me = c.rank();
+  if (n < 2) {
+    *why = "a communicator of one rank";
+    return std::unique_ptr<Arena>();
+  }
+  std::unique_ptr<Arena> a(new Arena);
+  a->n_ = n;
+  a->me_ = me;
+  a->slot_bytes_ = slot_bytes;
+  a->stride_ = round_up(64 + slot_bytes, kLine);
+  a->map_bytes_ = kHeaderPage + 2 * n * kLine + static_cast<size_t>(n) * kBuffers * a->stride_;
+  auto map = [&](int fd) -> bool {
+    void* p = mmap(nullptr, a->map_bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED) {
+      *why = fmt::format("mmap of {} bytes: {}", a->map_bytes_, std::strerror(errno));
+      return false;
+    }
+    a->base_ = static_cast<std::byte*>(p);
+    return true;
+  };
+  auto unmap = [&] {
+    if (a->base_ != nullptr) munmap(a->base_, a->map_bytes_);
+    a->base_ = nullptr;
+  };
+  uint32_t all = 0;
+  if (me == 0) {
+    Offer o{0, static_cast<int32_t>(getpid()), -1, 0, a->map_bytes_, std::random_device{}() * 0x9E3779B97F4A7C15ull ^ now_ns()};
+    int fd = -1;
+    if (local_ok) {
+      fd = memfd_create("podnet-coll", MFD_CLOEXEC);
+      if (fd < 0) *why = fmt::format("memfd_create: {}", std::strerror(errno));
+      else if (ftruncate(fd, static_cast<off_t>(a->map_bytes_)) != 0)
+        *why = fmt::format("ftruncate to {} bytes: {}", a->map_bytes_, std::strerror(errno));
+      else if (map(fd)) {
+        auto* h = reinterpret_cast<SegHeader*>(a->base_);
+        *h = SegHeader{kMagic, o.nonce, kVersion, static_cast<uint32_t>(n), slot_bytes};
+        o.ok = 1;
+        o.fd = fd;
+      }
+    }
+    all = o.ok;
+    for (int p = 1; p < n; ++p) PODNET_RETURN_IF_ERROR(c.send(p, &o, sizeof o, 0));
+    for (int p = 1; p < n; ++p) {
+      uint32_t ok = 0;
+      PODNET_RETURN_IF_ERROR(c.recv(p, &ok, sizeof ok, 1));
+      if (!ok && all && why->empty()) *why = fmt::format("rank {} could not map the segment", p);
+      all &= ok;
+    }
+    for (int p = 1; p < n; ++p) PODNET_RETURN_IF_ERROR(c.send(p, &all, sizeof all, 2));
+    if (fd >= 0) close(fd);  // every rank has it mapped (or has given up)
+  } else {
+    Offer o{};
+    PODNET_RETURN_IF_ERROR(c.recv(0, &o, sizeof o, 0));
+    uint32_t ok = 0;
+    if (!o.ok) {
+      if (why->empty()) *why = "rank 0 could not make the segment (or some rank is not on this host)";
+    } else if (local_ok && o.size == a->map_bytes_) {
+      std::string path = fmt::format("/proc/{}/fd/{}", o.pid, o.fd);
+      int fd = open(path.c_str(), O_RDWR | O_CLOEXEC);
+      struct stat st {};
+      if (fd < 0) *why = fmt::format("open {}: {}", path, std::strerror(errno));
+      else if (fstat(fd, &st) != 0 || static_cast<size_t>(st.st_size) != a->map_bytes_)
+        *why = fmt::format("{} is not the expected {} bytes", path, a->map_bytes_);
+      else if (map(fd)) {
+        auto* h = reinterpret_cast<const SegHeader*>(a->base_);
+        if (h->magic == kMagic && h->nonce == o.nonce && h->version == kVersion && h->nranks == static_cast<uint32_t>(n) &&
+            h->slot_bytes == slot_bytes)
+          ok = 1;
+        else
+          *why = fmt::format("{} is not rank 0's segment", path);
+      }
+      if (fd >= 0) close(fd);
+    } else if (local_ok) {
+      *why = fmt::format("rank 0 offers {} bytes, this rank expects {} (PODNET_SHM_COLL_MAX differs)", o.size,
+                         a->map_bytes_);
+    }
+    PODNET_RETURN_IF_ERROR(c.send(0, &ok, sizeof ok, 1));
+    PODNET_RETURN_IF_ERROR(c.recv(0, &all, sizeof all, 2));
+    if (ok && !all && why->empty()) *why = "another rank could not map the segment";
+  }
+  if (!all) {
+    unmap();
+    return std::unique_ptr<Arena>();
+  }
+  return a;
+}
+
+void Arena::publish(const CallInfo& ci) {
+  Ctl* m = ctl(me_);
+  uint32_t v = m->ver.load(std::memory_order_relaxed);
+  m->ver.store(v + 1, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  m->now.store(ci.seq | static_cast<uint64_t>(ci.coll) << 32 | static_cast<uint64_t>(ci.dtype) << 40 |
+                   static_cast<uint64_t>(ci.op) << 48 | 1ull << 56,
+               std::memory_order_relaxed);
+  m->count.store(ci.count, std::memory_order_relaxed);
+  m->root.store(ci.root, std::memory_order_relaxed);
+  m->ver.store(v + 2, std::memory_order_release);
+}
+
+void Arena::wake_sleepers(Wake* w, std::atomic<uint32_t>* word) {
+  // Pairs with the sleeper's increment and re-check (Dekker): one of the two sees the other.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (w->sleepers.load(std::memory_order_relaxed) > 0) futex_wake_all_shared(word);
+}
+
+void Arena::post(Call& c, uint32_t s, size_t bytes) {
+  Header* h = header(me_, s);
+  CallInfo ci = c.info();
+  h->comm_seq = ci.seq;
+  h->coll = static_cast<uint8_t>(ci.coll);
+  h->dtype = static_cast<uint8_t>(ci.dtype);
+  h->op = static_cast<uint8_t>(ci.op);
+  h->root = ci.root;
+  h->count = ci.count;
+  h->bytes = bytes;
+  h->seq.store(s, std::memory_order_release);
+  wake_sleepers(wake(me_), &h->seq);
+}
+
+void Arena::finish(uint32_t s) {
+  Ctl* m = ctl(me_);
+  m->done.store(s, std::memory_order_release);
+  wake_sleepers(wake(me_), &m->done);
+}
+
+Status Arena::wait_writable(Call& c, uint32_t s) {
+  if (s <= kBuffers) return {};
+  const uint32_t need = s - kBuffers;
+  if (at_least(known_done_, need)) return {};
+  uint32_t low = s;
+  for (int r = 0; r < n_; ++r) {
+    if (r == me_) continue;
+    std::atomic<uint32_t>* done = &ctl(r)->done;
+    PODNET_RETURN_IF_ERROR(
+        wait_word(c, r, done, [need](uint32_t v) { return at_least(v, need); }, "to finish an earlier call"));
+    uint32_t v = done->load(std::memory_order_acquire);
+    if (!at_least(v, low)) low = v;
+  }
+  known_done_ = low;
+  return {};
+}
+
+Result<const std::byte*> Arena::wait_posted(Call& c, int r, uint32_t s, size_t bytes) {
+  Header* h = header(r, s);
+  PODNET_RETURN_IF_ERROR(wait_word(c, r, &h->seq, [s](uint32_t v) { return v == s; }, "to post its data"));
+  CallInfo mine = c.info();
+  CallInfo theirs{h->comm_seq, static_cast<Collective>(h->coll), static_cast<DataType>(h->dtype),
+                  static_cast<ReduceOp>(h->op), h->count, h->root};
+  if (!theirs.same_call(mine) || h->bytes != bytes)
+    return c.fail(Status::InvalidArgument("rank {} is in {} while this rank is in {}: every rank must call the same "
+                                          "collectives with the same arguments",
+                                          r, theirs.describe(), mine.describe()));
+  return reinterpret_cast<const std::byte*>(h) + data_off(bytes);
+}
+
+Status Arena::slow_checks(Call& c, int r, const char* what, int64_t deadline) {
+  CommImpl& comm = c.comm();
+  if (Status a = comm.check_remote_abort(c.info()); !a.ok()) return c.fail(a);
+  if (Status h = comm.peer(r).health(); !h.ok())
+    return c.fail(Status(h.code(), fmt::format("waiting in the shared-memory arena for rank {} {}: {}", r, what,
+                                               h.message())));
+  // The call rank r is in now (seqlock read; a torn read is retried at the next check).
+  Ctl* o = ctl(r);
+  uint32_t v1 = o->ver.load(std::memory_order_acquire);
+  uint64_t now = o->now.load(std::memory_order_relaxed);
+  CallInfo theirs{static_cast<uint32_t>(now), static_cast<Collective>((now >> 32) & 0xFF),
+                  static_cast<DataType>((now >> 40) & 0xFF), static_cast<ReduceOp>((now >> 48) & 0xFF),
+                  o->count.load(std::memory_order_relaxed), static_cast<int32_t>(o->root.load(std::memory_order_relaxed))};
+  std::atomic_thread_fence(std::memory_order_acquire);
+  bool stable = (v1 & 1) == 0 && o->ver.load(std::memory_order_relaxed) == v1 && (now >> 56) == 1;
+  CallInfo mine = c.info();
+  if (stable && theirs.seq == mine.seq && !theirs.same_call(mine))
+    return c.fail(Status::InvalidArgument("rank {} is in {} while this rank is in {}: every rank must call the same "
+                                          "collectives with the same arguments",
+                                          r, theirs.describe(), mine.describe()));
+  if (stable && static_cast<int32_t>(theirs.seq - mine.seq) > 0)
+    return c.fail(Status::InvalidArgument("rank {} went on to {} without taking part in this call through the "
+                                          "shared-memory arena ({}): the ranks passed different arguments",
+                                          r, theirs.describe(), mine.describe()));
+  if (now_ns() > deadline)
+    return c.explain_timeout(Status::Timeout("waited {} ms for rank {} {} in the shared-memory arena: it has not "
+                                             "reached this call (hung, slower, or called something else)",
+                                             comm.timeout().count(), r, what));
+  return {};
+}
+
+template <typename Ready>
+Status Arena::wait_word(Call& c, int r, std::atomic<uint32_t>* word, Ready ready, const char* what) {
+  if (ready(word->load(std::memory_order_acquire))) return {};
+  const Config& cfg = config();
+  const int64_t start = now_ns();
+  const int64_t pure_until = start + kPureSpinNs;
+  const int64_t spin_until = start + static_cast<int64_t>(cfg.spin_us) * 1000;
+  const int64_t deadline = start + std::chrono::duration_cast<std::chrono::nanoseconds>(c.comm().timeout()).count();
+  const uint32_t yield_mask = cfg.spin_yield_every > 1 ? std::bit_floor(static_cast<uint32_t>(cfg.spin_yield_every)) - 1 : 0;
+  int64_t next_check = start + kCheckEveryNs;
+  Wake* w = wake(r);
+  for (uint32_t i = 1;; ++i) {
+    cpu_relax();
+    if (ready(word->load(std::memory_order_acquire))) return {};
+    if ((i & 15) != 0) continue;
+    int64_t t = now_ns();
+    if (t < pure_until) continue;
+    if (t >= next_check) {
+      PODNET_RETURN_IF_ERROR(slow_checks(c, r, what, deadline));
+      next_check = t + kCheckEveryNs;
+    }
+    if (cfg.busy_poll || t < spin_until) {
+      if (((i >> 4) & yield_mask) == 0) sched_yield();
+      continue;
+    }
+    w->sleepers.fetch_add(1, std::memory_order_seq_cst);
+    uint32_t v = word->load(std::memory_order_seq_cst);
+    if (!ready(v)) futex_wait_shared(word, v, kCheckEveryNs);
+    w->sleepers.fetch_sub(1, std::memory_order_relaxed);
+  }
+}
+
+}  // namespace podnet::detail

@@ -1,0 +1,87 @@
+// The shared collective arena: one memfd segment mapped by every rank of a communicator
+// whose ranks are all on one host. Small collectives run through it without the transfer
+// engine: each rank copies its input into its own slot and publishes it with one release
+// store; the others read the slots directly. No request objects, no tag matching, no
+// system call on the fast path.
+//
+// Layout: a header page; per rank a control line (written by its owner: the last call it
+// finished reading, and the call it is in now) and a wake line (written by the ranks that
+// sleep on it); per rank kBuffers slot buffers, used round robin by arena call number. A
+// slot buffer starts with a 32-byte header (call number, then the call's signature) and its
+// data follows: in the same cache line for payloads up to 32 bytes, at +64 otherwise.
+//
+// Reuse: a rank writes buffer (s mod kBuffers) only after every rank has finished call
+// s - kBuffers. Calls in which a rank sees every other rank's post prove that without
+// reading anything (they posted s only after finishing s - 1).
+//
+// Waiting: spin, then yield, then sleep on a shared futex (the poster wakes only when its
+// wake line counts sleepers). While waiting, the arena checks for an abort, the peer's
+// endpoint health, a peer that is in another call (a clear mismatch error) and the
+// communicator's timeout.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "coll/call.h"
+
+namespace podnet::detail {
+
+class Arena {
+ public:
+  static constexpr int kBuffers = 4;
+
+  // Collective over the ranks of `c` (they all call it at the same point of their call
+  // sequence): rank 0 makes the segment, the others map it through /proc/<pid>/fd, and all
+  // agree. Returns nullptr when any rank cannot take part (`local_ok` false, or the
+  // segment could not be made or mapped); `why` says why on this rank.
+  static Result<std::unique_ptr<Arena>> establish(Call& c, size_t slot_bytes, bool local_ok, std::string* why);
+  ~Arena();
+  Arena(const Arena&) = delete;
+  Arena& operator=(const Arena&) = delete;
+
+  size_t slot_bytes() const noexcept { return slot_bytes_; }
+  // Publishes the call this rank is in (every collective, arena or not), so that a rank
+  // waiting in the arena can name a peer that called something else.
+  void publish(const CallInfo& ci);
+
+  // One arena call: begin() numbers it; writers wait_writable(), fill slot(), post();
+  // readers wait_posted(); everyone finish()es. `bytes` is this call's payload per slot.
+  uint32_t begin() { return ++seq_; }
+  Status wait_writable(Call& c, uint32_t s);
+  std::byte* slot(int rank, uint32_t s, size_t bytes);
+  void post(Call& c, uint32_t s, size_t bytes);
+  // The data rank `r` posted for call `s`, after checking that it is the same call.
+  Result<const std::byte*> wait_posted(Call& c, int r, uint32_t s, size_t bytes);
+  // This rank has seen every other rank's post of call `s`.
+  void saw_all(uint32_t s) { known_done_ = s - 1; }
+  void finish(uint32_t s);
+
+ private:
+  struct Header;
+  struct Ctl;
+  struct Wake;
+  Arena() = default;
+  Header* header(int r, uint32_t s);
+  Ctl* ctl(int r);
+  Wake* wake(int r);
+  // Waits until `word` (rank r's) satisfies `ready`; what/peer name the wait in errors.
+  template <typename Ready>
+  Status wait_word(Call& c, int r, std::atomic<uint32_t>* word, Ready ready, const char* what);
+  Status slow_checks(Call& c, int r, const char* what, int64_t deadline);
+  static void wake_sleepers(Wake* w, std::atomic<uint32_t>* word);
+
+  std::byte* base_ = nullptr;
+  size_t map_bytes_ = 0;
+  size_t slot_bytes_ = 0;
+  size_t stride_ = 0;  // bytes per slot buffer
+  int n_ = 0, me_ = 0;
+  uint32_t seq_ = 0;         // arena calls so far
+  uint32_t known_done_ = 0;  // every rank has finished at least this call
+};
+
+}  // namespace podnet::detail
