@@ -1,6 +1,8 @@
 #include "coll/arena.h"
 
 #include <fcntl.h>
+#include <linux/membarrier.h>
+#include <sys/syscall.h>
 #include <sched.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -45,6 +47,16 @@ struct Offer {
 };
 
 size_t round_up(size_t v, size_t a) { return (v + a - 1) / a * a; }
+
+// Agreement bits of the set-up exchange.
+constexpr uint32_t kMapped = 1, kMembarrier = 2;
+
+// Whether this process can take part in the asymmetric fence (see wake_sleepers).
+uint32_t register_membarrier() {
+  long cmds = syscall(SYS_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
+  if (cmds < 0 || !(cmds & MEMBARRIER_CMD_GLOBAL_EXPEDITED)) return 0;
+  return syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED, 0, 0) == 0 ? kMembarrier : 0;
+}
 // Small payloads share the header's cache line.
 size_t data_off(size_t bytes) { return bytes <= 32 ? 32 : 64; }
 bool at_least(uint32_t v, uint32_t want) { return static_cast<int32_t>(v - want) >= 0; }
@@ -61,7 +73,9 @@ struct Arena::Header {
 
 struct alignas(kLine) Arena::Ctl {
   std::atomic<uint32_t> done;  // the last arena call this rank finished reading
-  std::atomic<uint32_t> ver;   // seqlock over the call this rank is in now
+  // The call this rank is in now: on a line of its own, which the others read only while
+  // they wait long, so that writing it every call costs no cache miss.
+  alignas(kLine) std::atomic<uint32_t> ver;  // seqlock
   std::atomic<uint64_t> now;   // comm seq | coll << 32 | dtype << 40 | op << 48 | 1 << 56
   std::atomic<uint64_t> count;
   std::atomic<int64_t> root;
@@ -71,12 +85,13 @@ struct alignas(kLine) Arena::Wake {
   std::atomic<uint32_t> sleepers;  // ranks asleep on a word of this rank
 };
 
-
 Arena::Ctl* Arena::ctl(int r) {
-  static_assert(sizeof(Header) == 32 && sizeof(Ctl) == kLine && sizeof(Wake) == kLine); return reinterpret_cast<Ctl*>(base_ + kHeaderPage) + r; }
-Arena::Wake* Arena::wake(int r) { return reinterpret_cast<Wake*>(base_ + kHeaderPage + n_ * kLine) + r; }
+  static_assert(sizeof(Header) == 32 && sizeof(Ctl) == 2 * kLine && sizeof(Wake) == kLine);
+  return reinterpret_cast<Ctl*>(base_ + kHeaderPage) + r;
+}
+Arena::Wake* Arena::wake(int r) { return reinterpret_cast<Wake*>(base_ + kHeaderPage + n_ * sizeof(Ctl)) + r; }
 Arena::Header* Arena::header(int r, uint32_t s) {
-  size_t slots = kHeaderPage + 2 * n_ * kLine;
+  size_t slots = kHeaderPage + n_ * (sizeof(Ctl) + sizeof(Wake));
   return reinterpret_cast<Header*>(base_ + slots + (static_cast<size_t>(r) * kBuffers + s % kBuffers) * stride_);
 }
 std::byte* Arena::slot(int r, uint32_t s, size_t bytes) {
@@ -98,7 +113,9 @@ Result<std::unique_ptr<Arena>> Arena::establish(Call& c, size_t slot_bytes, bool
   a->me_ = me;
   a->slot_bytes_ = slot_bytes;
   a->stride_ = round_up(64 + slot_bytes, kLine);
-  a->map_bytes_ = kHeaderPage + 2 * n * kLine + static_cast<size_t>(n) * kBuffers * a->stride_;
+  cpu_set_t cpus;
+  if (sched_getaffinity(0, sizeof cpus, &cpus) == 0) a->oversubscribed_ = n > CPU_COUNT(&cpus);
+  a->map_bytes_ = kHeaderPage + n * (sizeof(Ctl) + sizeof(Wake)) + static_cast<size_t>(n) * kBuffers * a->stride_;
   auto map = [&](int fd) -> bool {
     void* p = mmap(nullptr, a->map_bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (p == MAP_FAILED) {
@@ -124,7 +141,7 @@ Result<std::unique_ptr<Arena>> Arena::establish(Call& c, size_t slot_bytes, bool
       else if (map(fd)) {
         auto* h = reinterpret_cast<SegHeader*>(a->base_);
         *h = SegHeader{kMagic, o.nonce, kVersion, static_cast<uint32_t>(n), slot_bytes};
-        o.ok = 1;
+        o.ok = kMapped | register_membarrier();
         o.fd = fd;
       }
     }
@@ -133,7 +150,7 @@ Result<std::unique_ptr<Arena>> Arena::establish(Call& c, size_t slot_bytes, bool
     for (int p = 1; p < n; ++p) {
       uint32_t ok = 0;
       PODNET_RETURN_IF_ERROR(c.recv(p, &ok, sizeof ok, 1));
-      if (!ok && all && why->empty()) *why = fmt::format("rank {} could not map the segment", p);
+      if (!(ok & kMapped) && (all & kMapped) && why->empty()) *why = fmt::format("rank {} could not map the segment", p);
       all &= ok;
     }
     for (int p = 1; p < n; ++p) PODNET_RETURN_IF_ERROR(c.send(p, &all, sizeof all, 2));
@@ -155,7 +172,7 @@ Result<std::unique_ptr<Arena>> Arena::establish(Call& c, size_t slot_bytes, bool
         auto* h = reinterpret_cast<const SegHeader*>(a->base_);
         if (h->magic == kMagic && h->nonce == o.nonce && h->version == kVersion && h->nranks == static_cast<uint32_t>(n) &&
             h->slot_bytes == slot_bytes)
-          ok = 1;
+          ok = kMapped | register_membarrier();
         else
           *why = fmt::format("{} is not rank 0's segment", path);
       }
@@ -166,12 +183,13 @@ Result<std::unique_ptr<Arena>> Arena::establish(Call& c, size_t slot_bytes, bool
     }
     PODNET_RETURN_IF_ERROR(c.send(0, &ok, sizeof ok, 1));
     PODNET_RETURN_IF_ERROR(c.recv(0, &all, sizeof all, 2));
-    if (ok && !all && why->empty()) *why = "another rank could not map the segment";
+    if ((ok & kMapped) && !(all & kMapped) && why->empty()) *why = "another rank could not map the segment";
   }
-  if (!all) {
+  if (!(all & kMapped)) {
     unmap();
     return std::unique_ptr<Arena>();
   }
+  a->light_post_ = (all & kMembarrier) != 0;
   return a;
 }
 
@@ -189,8 +207,13 @@ void Arena::publish(const CallInfo& ci) {
 }
 
 void Arena::wake_sleepers(Wake* w, std::atomic<uint32_t>* word) {
-  // Pairs with the sleeper's increment and re-check (Dekker): one of the two sees the other.
-  std::atomic_thread_fence(std::memory_order_seq_cst);
+  // Pairs with the sleeper's increment and re-check (Dekker): one of the two must see the
+  // other's store. With membarrier the sleeper pays for both sides (an asymmetric fence:
+  // it makes every running rank execute a full barrier before it re-checks), so the poster,
+  // on the fast path, needs only a compiler barrier, not a fence that waits for its store
+  // to reach the readers' caches.
+  if (light_post_) std::atomic_signal_fence(std::memory_order_seq_cst);
+  else std::atomic_thread_fence(std::memory_order_seq_cst);
   if (w->sleepers.load(std::memory_order_relaxed) > 0) futex_wake_all_shared(word);
 }
 
@@ -244,7 +267,7 @@ Result<const std::byte*> Arena::wait_posted(Call& c, int r, uint32_t s, size_t b
   return reinterpret_cast<const std::byte*>(h) + data_off(bytes);
 }
 
-Status Arena::slow_checks(Call& c, int r, const char* what, int64_t deadline) {
+Status Arena::slow_checks(Call& c, int r, const char* what, int64_t deadline, bool* ahead) {
   CommImpl& comm = c.comm();
   if (Status a = comm.check_remote_abort(c.info()); !a.ok()) return c.fail(a);
   if (Status h = comm.peer(r).health(); !h.ok())
@@ -264,10 +287,13 @@ Status Arena::slow_checks(Call& c, int r, const char* what, int64_t deadline) {
     return c.fail(Status::InvalidArgument("rank {} is in {} while this rank is in {}: every rank must call the same "
                                           "collectives with the same arguments",
                                           r, theirs.describe(), mine.describe()));
-  if (stable && static_cast<int32_t>(theirs.seq - mine.seq) > 0)
+  // Ahead is an error only if what this rank waits for is still not there: rank r may have
+  // posted it and moved on since the last poll (the caller re-checks; see wait_word).
+  if (stable && static_cast<int32_t>(theirs.seq - mine.seq) > 0 && *ahead)
     return c.fail(Status::InvalidArgument("rank {} went on to {} without taking part in this call through the "
                                           "shared-memory arena ({}): the ranks passed different arguments",
                                           r, theirs.describe(), mine.describe()));
+  *ahead = stable && static_cast<int32_t>(theirs.seq - mine.seq) > 0;
   if (now_ns() > deadline)
     return c.explain_timeout(Status::Timeout("waited {} ms for rank {} {} in the shared-memory arena: it has not "
                                              "reached this call (hung, slower, or called something else)",
@@ -287,20 +313,34 @@ Status Arena::wait_word(Call& c, int r, std::atomic<uint32_t>* word, Ready ready
   int64_t next_check = start + kCheckEveryNs;
   Wake* w = wake(r);
   for (uint32_t i = 1;; ++i) {
-    cpu_relax();
-    if (ready(word->load(std::memory_order_acquire))) return {};
-    if ((i & 15) != 0) continue;
+    if (oversubscribed_) {
+      // The rank this one waits for may need this CPU: give it up on every poll.
+      sched_yield();
+      if (ready(word->load(std::memory_order_acquire))) return {};
+    } else {
+      cpu_relax();
+      if (ready(word->load(std::memory_order_acquire))) return {};
+      if ((i & 15) != 0) continue;
+    }
     int64_t t = now_ns();
-    if (t < pure_until) continue;
+    if (t < pure_until && !oversubscribed_) continue;
     if (t >= next_check) {
-      PODNET_RETURN_IF_ERROR(slow_checks(c, r, what, deadline));
+      // Rank r's "now" was published after everything it posted before (release/acquire):
+      // if it is past this call, one more look at the word is conclusive.
+      bool ahead = false;
+      PODNET_RETURN_IF_ERROR(slow_checks(c, r, what, deadline, &ahead));
+      if (ahead) {
+        if (ready(word->load(std::memory_order_acquire))) return {};
+        PODNET_RETURN_IF_ERROR(slow_checks(c, r, what, deadline, &ahead));
+      }
       next_check = t + kCheckEveryNs;
     }
     if (cfg.busy_poll || t < spin_until) {
-      if (((i >> 4) & yield_mask) == 0) sched_yield();
+      if (!oversubscribed_ && ((i >> 4) & yield_mask) == 0) sched_yield();
       continue;
     }
     w->sleepers.fetch_add(1, std::memory_order_seq_cst);
+    if (light_post_) syscall(SYS_membarrier, MEMBARRIER_CMD_GLOBAL_EXPEDITED, 0, 0);
     uint32_t v = word->load(std::memory_order_seq_cst);
     if (!ready(v)) futex_wait_shared(word, v, kCheckEveryNs);
     w->sleepers.fetch_sub(1, std::memory_order_relaxed);

@@ -14,8 +14,9 @@
 // s - kBuffers. Calls in which a rank sees every other rank's post prove that without
 // reading anything (they posted s only after finishing s - 1).
 //
-// Waiting: spin, then yield, then sleep on a shared futex (the poster wakes only when its
-// wake line counts sleepers). While waiting, the arena checks for an abort, the peer's
+// Waiting: spin, then yield (at once when the ranks outnumber the CPUs), then sleep on a shared futex (the poster wakes only when its
+// wake line counts sleepers; with membarrier the poster needs no fence, see wake_sleepers).
+// While waiting, the arena checks for an abort, the peer's
 // endpoint health, a peer that is in another call (a clear mismatch error) and the
 // communicator's timeout.
 #pragma once
@@ -33,7 +34,7 @@ namespace podnet::detail {
 
 class Arena {
  public:
-  static constexpr int kBuffers = 4;
+  static constexpr int kBuffers = 16;
 
   // Collective over the ranks of `c` (they all call it at the same point of their call
   // sequence): rank 0 makes the segment, the others map it through /proc/<pid>/fd, and all
@@ -72,14 +73,18 @@ class Arena {
   // Waits until `word` (rank r's) satisfies `ready`; what/peer name the wait in errors.
   template <typename Ready>
   Status wait_word(Call& c, int r, std::atomic<uint32_t>* word, Ready ready, const char* what);
-  Status slow_checks(Call& c, int r, const char* what, int64_t deadline);
-  static void wake_sleepers(Wake* w, std::atomic<uint32_t>* word);
+  // `ahead` in: rank r was seen past this call and the word re-checked (then it is an
+  // error); out: rank r is past this call.
+  Status slow_checks(Call& c, int r, const char* what, int64_t deadline, bool* ahead);
+  void wake_sleepers(Wake* w, std::atomic<uint32_t>* word);
 
   std::byte* base_ = nullptr;
   size_t map_bytes_ = 0;
   size_t slot_bytes_ = 0;
   size_t stride_ = 0;  // bytes per slot buffer
   int n_ = 0, me_ = 0;
+  bool oversubscribed_ = false;
+  bool light_post_ = false;  // every rank registered for membarrier: posters skip the fence  // more ranks than CPUs this process may run on: yield at once
   uint32_t seq_ = 0;         // arena calls so far
   uint32_t known_done_ = 0;  // every rank has finished at least this call
 };

@@ -81,7 +81,7 @@ CommImpl::CommImpl(World& world, std::vector<int> members, int rank, uint32_t id
       abort(st.with_context("PODNET_ALGO_{}", collective_name(c)));
       continue;
     }
-    overrides_[c] = *v;
+    overrides_[c] = canonical_name(c, *v);
   }
 }
 
@@ -95,6 +95,7 @@ CommImpl::~CommImpl() {
 }
 
 Status CommImpl::aborted() const {
+  if (!is_aborted_.load(std::memory_order_acquire)) return {};
   std::lock_guard lk(abort_mu_);
   return aborted_;
 }
@@ -194,6 +195,7 @@ Status CommImpl::check_remote_abort(const CallInfo& mine) {
     std::lock_guard lk(abort_mu_);
     if (aborted_.ok()) {
       aborted_ = st;
+      is_aborted_.store(true, std::memory_order_release);
       abort_sent_ = true;  // the others heard it from that rank already
     }
     return aborted_;
@@ -206,6 +208,7 @@ void CommImpl::abort(const Status& why) {
   {
     std::lock_guard lk(abort_mu_);
     if (aborted_.ok()) aborted_ = Status(why.ok() ? Code::kCancelled : why.code(), "aborted: " + why.message());
+    is_aborted_.store(true, std::memory_order_release);
     st = aborted_;
   }
   // Never waits: the peers hear about it through fire-and-forget messages.
@@ -218,10 +221,10 @@ std::byte* CommImpl::scratch(size_t bytes, int which) {
   return s.data();
 }
 
-const std::string& CommImpl::algo_override(Collective c) const {
-  static const std::string kNone;
+std::string_view CommImpl::algo_override(Collective c) const {
+  if (overrides_.empty()) return {};
   auto it = overrides_.find(c);
-  return it == overrides_.end() ? kNone : it->second;
+  return it == overrides_.end() ? std::string_view() : it->second;
 }
 
 Status CommImpl::set_algorithm(Collective c, std::string_view name) {
@@ -233,14 +236,13 @@ Status CommImpl::set_algorithm(Collective c, std::string_view name) {
     return {};
   }
   PODNET_RETURN_IF_ERROR(validate_algorithm(c, name));
-  overrides_[c] = std::string(name);
+  overrides_[c] = canonical_name(c, name);
   return {};
 }
 
 std::string CommImpl::last_algorithm(Collective c) const {
-  std::lock_guard lk(algo_mu_);
-  auto it = last_algo_.find(c);
-  return it == last_algo_.end() ? "" : it->second;
+  const char* a = last_algo_[static_cast<size_t>(c)].load(std::memory_order_acquire);
+  return a == nullptr ? "" : a;
 }
 
 Status CommImpl::check_root(const char* what, int root) const {
@@ -249,10 +251,11 @@ Status CommImpl::check_root(const char* what, int root) const {
   return {};
 }
 
-Status CommImpl::run(Collective c, DataType t, ReduceOp op, size_t count, int root,
-                     const std::function<Status(Call&)>& body) {
+template <typename Body>
+Status CommImpl::run(Collective c, DataType t, ReduceOp op, size_t count, int root, Body&& body) {
+  // One thread at a time uses a communicator (coll.h), and the worker runs queued calls only
+  // while the user's thread is not inside one (drain_queue): no lock on this path.
   drain_queue();
-  std::lock_guard ex(exec_mu_);
   if (Status a = aborted(); !a.ok())
     return a.with_context("{} on rank {}", collective_name(c), rank_);
   for (int p = 0; p < size(); ++p) {
@@ -269,10 +272,7 @@ Status CommImpl::run(Collective c, DataType t, ReduceOp op, size_t count, int ro
   Call call(*this, c, t, op, count, root);
   if (arena_ && c != Collective::kSendRecv) arena_->publish(call.info());
   Status st = body(call);
-  {
-    std::lock_guard lk(algo_mu_);
-    last_algo_[c] = call.algorithm();
-  }
+  last_algo_[static_cast<size_t>(c)].store(call.algorithm(), std::memory_order_release);
   if (!st.ok()) {
     PODNET_WARN(kColl, "{}", st.message());
     // Tell the other ranks, so that they fail now with this reason instead of waiting for
@@ -305,7 +305,7 @@ Status CommImpl::setup_arena() {
 
 std::string_view CommImpl::pick(Collective c, size_t bytes) {
   const bool fits = arena_ && algo::arena_bytes(c, bytes, size()) <= arena_->slot_bytes();
-  const std::string& o = algo_override(c);
+  std::string_view o = algo_override(c);
   if (!o.empty() && (o != "shm" || fits)) return o;
   if (!o.empty() && !warned_shm_fallback_) {
     warned_shm_fallback_ = true;
@@ -463,6 +463,7 @@ thread_local bool t_in_worker = false;
 
 void CommImpl::drain_queue() {
   if (t_in_worker) return;  // the worker runs queued calls in order already
+  if (inflight_.load(std::memory_order_acquire) == 0) return;
   std::unique_lock lk(q_mu_);
   q_cv_.wait(lk, [&] { return queue_.empty() && !busy_; });
 }
@@ -472,6 +473,7 @@ Work CommImpl::enqueue(std::function<Status()> fn) {
   {
     std::lock_guard lk(q_mu_);
     queue_.emplace_back(std::move(fn), ws);
+    inflight_.fetch_add(1, std::memory_order_release);
     if (!worker_.joinable()) worker_ = std::thread([this] { worker_loop(); });
   }
   q_cv_.notify_all();
@@ -492,6 +494,7 @@ void CommImpl::worker_loop() {
     ws->finish(std::move(st));
     lk.lock();
     busy_ = false;
+    inflight_.fetch_sub(1, std::memory_order_release);
     q_cv_.notify_all();
   }
 }

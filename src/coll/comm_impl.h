@@ -4,6 +4,8 @@
 
 #include <podnet/coll.h>
 
+#include <array>
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -81,16 +83,16 @@ class CommImpl final : public Communicator {
   // Tells every other rank (fire and forget) that this communicator is aborted, and why.
   void broadcast_abort(const Status& why, const CallInfo& mine);
   std::byte* scratch(size_t bytes, int which);
-  const std::string& algo_override(Collective c) const;
+  std::string_view algo_override(Collective c) const;
   // The algorithm for a call with `bytes` (as the tuner sees them): the forced one, else
   // "shm" when the call fits the shared arena, else the tuner's choice.
   std::string_view pick(Collective c, size_t bytes);
   Arena* arena() { return arena_.get(); }
 
  private:
-  // Runs `body` as one call: sequencing, error context, algorithm bookkeeping.
-  Status run(Collective c, DataType t, ReduceOp op, size_t count, int root,
-             const std::function<Status(Call&)>& body);
+  // Runs `body` (Status(Call&)) as one call: sequencing, error context, algorithm bookkeeping.
+  template <typename Body>
+  Status run(Collective c, DataType t, ReduceOp op, size_t count, int root, Body&& body);
   Status check_root(const char* what, int root) const;
   // Once, at the first collective: maps the shared arena when every rank is on this host.
   Status setup_arena();
@@ -112,23 +114,25 @@ class CommImpl final : public Communicator {
   std::unique_ptr<Arena> arena_;
   bool arena_tried_ = false;
   bool warned_shm_fallback_ = false;
-  std::map<Collective, std::string> overrides_;
-  mutable std::mutex algo_mu_;  // last_algo_ is written by the worker, read by the user
-  std::map<Collective, std::string> last_algo_;
+  // Forced algorithms: the names' own static strings (from algorithms_for), never copies.
+  std::map<Collective, std::string_view> overrides_;
+  // Written by whichever thread runs the call, read by the user: static strings only.
+  std::array<std::atomic<const char*>, static_cast<size_t>(Collective::kSendRecv) + 1> last_algo_{};
 
   mutable std::mutex abort_mu_;
   Status aborted_;
+  std::atomic<bool> is_aborted_{false};  // aborted_ is set: the fast path skips the lock
   // One receive per peer for its abort message (tag bits 62 and 63 both set).
   std::vector<Request> abort_listeners_;
   std::vector<std::shared_ptr<std::string>> abort_texts_;
   bool listeners_armed_ = false;
   bool abort_sent_ = false;
 
-  std::mutex exec_mu_;  // one call executes at a time
   std::mutex q_mu_;
   std::condition_variable q_cv_;
   std::deque<std::pair<std::function<Status()>, std::shared_ptr<WorkState>>> queue_;
   bool busy_ = false;
+  std::atomic<int> inflight_{0};  // queued or running non-blocking calls: the fast path skips the lock
   bool stop_ = false;
   std::thread worker_;
 };

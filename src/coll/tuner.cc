@@ -139,6 +139,12 @@ std::string_view choose_algorithm(Collective c, size_t bytes, int n) {
   }
 }
 
+std::string_view canonical_name(Collective c, std::string_view name) {
+  for (std::string_view a : algorithms_for(c))
+    if (a == name) return a;
+  return {};
+}
+
 Status validate_algorithm(Collective c, std::string_view name) {
   const auto& v = algorithms_for(c);
   if (std::find(v.begin(), v.end(), name) != v.end()) return {};

@@ -15,6 +15,8 @@ const std::vector<std::string_view>& algorithms_for(Collective c);
 // The default choice for `bytes` of payload per rank (the whole vector for allreduce and
 // broadcast, one block for the others) on `nranks` ranks.
 std::string_view choose_algorithm(Collective c, size_t bytes, int nranks);
+// The static string of algorithm `name` of `c` (one of algorithms_for(c)); empty if none.
+std::string_view canonical_name(Collective c, std::string_view name);
 // Checks an override; the error lists the valid names.
 Status validate_algorithm(Collective c, std::string_view name);
 
