@@ -28,6 +28,8 @@ Options:
 
 Needs python3 and g++; ucx_perftest from Debian's ucx-utils. ucx_perftest's server listens
 on 127.0.0.1 only (its out-of-band connection); podnet ranks use shared memory.
+Placement: `podnet run` binds its two ranks to the first two CPUs this script may use (when
+there are two); ucx_perftest's server and client are pinned to the same two (taskset).
 Exit status: 0 when everything ran (targets met or not: this is a report); 1 on an error;
 2 on bad arguments.
 EOF
@@ -87,13 +89,18 @@ PY
 }
 
 port=$((20000 + RANDOM % 10000))
+# The same placement for both: `podnet run` binds rank i to the i-th CPU it may use (when
+# there are enough), so ucx_perftest's server and client get those two CPUs too.
+read -r cpu0 cpu1 < <(python3 -c 'import os; c = sorted(os.sched_getaffinity(0)); print(*(c[:2] if len(c) > 1 else ["", ""]))')
+pin0=() pin1=()
+[[ -n "${cpu1:-}" ]] && pin0=(taskset -c "$cpu0") pin1=(taskset -c "$cpu1")
 ucx() {  # TLS TEST SIZE ITERS -> prints the Final line
   local tls=$1 p=$((port++))
-  UCX_TLS=$tls ucx_perftest -p "$p" >"$work/u.srv" 2>&1 &
+  UCX_TLS=$tls "${pin0[@]}" ucx_perftest -p "$p" >"$work/u.srv" 2>&1 &
   bg_pids=($!)
   local ok=0
   for _ in $(seq 50); do
-    if UCX_TLS=$tls timeout 60 ucx_perftest 127.0.0.1 -p "$p" -t "$2" -s "$3" -n "$4" >"$work/u.cli" 2>&1; then ok=1; break; fi
+    if UCX_TLS=$tls timeout 60 "${pin1[@]}" ucx_perftest 127.0.0.1 -p "$p" -t "$2" -s "$3" -n "$4" >"$work/u.cli" 2>&1; then ok=1; break; fi
     grep -q "Final" "$work/u.cli" && { ok=1; break; }
     sleep 0.1
   done

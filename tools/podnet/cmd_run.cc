@@ -24,6 +24,10 @@ Every rank gets the launcher's environment, then the --env variables, then:
   PODNET_STORE=127.0.0.1:PORT   the rendezvous store that the launcher hosts for the job
   PODNET_IFNAME=lo              only when not set already: local ranks talk over loopback
 
+Rank i is bound to the i-th CPU the launcher may use when there are at least N of them (as
+mpirun binds small jobs): ranks that wait for each other never share a CPU by accident.
+--bind-to none leaves placement to the scheduler; with fewer CPUs than ranks nothing is bound.
+
 With --lab NAME the ranks run inside the hosts of that lab (`podnet lab up`; docs/lab.md):
 ranks 0 .. K-1 on the first host (of --hosts, default every host h0, h1, ...), the next K on
 the second, ...; K is --ranks-per-host, default as few per host as fit. Each rank enters its
@@ -81,6 +85,12 @@ void add_run_command(CLI::App& app) {
       ->type_name("SEC")
       ->default_val(0)
       ->check(CLI::NonNegativeNumber);
+  run->add_option("--bind-to", options->bind_to,
+                  "core: bind rank i to the i-th CPU this launcher may use (when there are at least N); "
+                  "none: leave placement to the scheduler")
+      ->type_name("core|none")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"core", "none"}));
   run->add_option("--lab", options->lab, "start the ranks inside the hosts of this lab (podnet lab up)")
       ->type_name("NAME");
   run->add_option("--hosts", options->lab_hosts, "with --lab: the lab hosts to use, in order (default: all)")

@@ -192,6 +192,7 @@ struct Rank {
   std::vector<std::string> env;
   int netns_fd = -1;     // --lab: the host namespace to enter before exec (owned by the placement)
   std::string hostname;  // --lab: the hostname the rank sees (its UTS namespace's)
+  int cpu = -1;          // --bind-to core: the CPU the rank is bound to
 };
 
 class Job {
@@ -263,6 +264,12 @@ Status Job::spawn(Rank& rank, const std::string& path, const SignalGuard& signal
       int err = errno + kEnterFailed;
       (void)!::write(exec_w.get(), &err, sizeof err);
       ::_exit(kExitCannotExecute);
+    }
+    if (rank.cpu >= 0) {
+      cpu_set_t one;
+      CPU_ZERO(&one);
+      CPU_SET(rank.cpu, &one);
+      (void)::sched_setaffinity(0, sizeof one, &one);  // best effort: a refusal leaves it unbound
     }
     ::dup2(null_fd, STDIN_FILENO);
     ::dup2(out_w.get(), STDOUT_FILENO);
@@ -546,9 +553,23 @@ int Job::run() {
 
   ranks_.resize(static_cast<size_t>(options_.nranks));
   const std::string n = std::to_string(options_.nranks);
+  // Core binding (as mpirun does for small jobs): two ranks that wait for each other on one
+  // CPU take turns at every message. Lab ranks share this machine's CPUs too.
+  std::vector<int> cpus;
+  cpu_set_t allowed;
+  if (options_.bind_to == "core" && sched_getaffinity(0, sizeof allowed, &allowed) == 0) {
+    for (int c = 0; c < CPU_SETSIZE; ++c)
+      if (CPU_ISSET(c, &allowed)) cpus.push_back(c);
+    if (static_cast<int>(cpus.size()) < options_.nranks) {
+      PODNET_INFO(kTool, "podnet run: {} ranks on {} CPUs: not binding ranks to cores", options_.nranks,
+                  cpus.size());
+      cpus.clear();
+    }
+  }
   for (int i = 0; i < options_.nranks; ++i) {
     Rank& r = ranks_[static_cast<size_t>(i)];
     r.index = i;
+    if (!cpus.empty()) r.cpu = cpus[static_cast<size_t>(i)];
     r.prefix = options_.prefix ? fmt::format("[{}] ", i) : "";
     r.env = base;
     const std::string idx = std::to_string(i);

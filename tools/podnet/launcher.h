@@ -28,6 +28,9 @@ struct JobOptions {
   std::string lab;                     // empty: every rank on this host
   std::vector<std::string> lab_hosts;  // "h3" or "3"; empty: every host of the lab
   int ranks_per_host = 0;              // 0: ceil(nranks / hosts)
+  // "core": rank i runs on the i-th CPU the launcher may use (mpirun's default for small
+  // jobs), only when there are at least as many CPUs as ranks; "none": the scheduler's choice.
+  std::string bind_to = "core";
 };
 
 // Exit codes other than a rank's own (documented in `podnet run --help`).
