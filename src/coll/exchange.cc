@@ -15,8 +15,23 @@ int mod(int a, int n) { return ((a % n) + n) % n; }
 Status allgather_ring(Call& c, const void* send, void* recv, size_t count) {
   const int n = c.size(), r = c.rank();
   const size_t bytes = count * c.esize();
-  if (B(recv) + r * bytes != send && bytes > 0) std::memcpy(B(recv) + r * bytes, send, bytes);
-  for (int s = 0; s < n - 1; ++s) {
+  std::byte* own = B(recv) + r * bytes;
+  const std::byte* in = static_cast<const std::byte*>(send);
+  int s = 0;
+  if (n > 1 && bytes > 0 && (in + bytes <= B(recv) || in >= B(recv) + n * bytes)) {
+    // Out of place, no overlap: the first step sends straight from the input, and the copy
+    // of the own block runs while the transfers are in flight (the peer then reads the
+    // user's clean buffer, not a block this core has just dirtied).
+    Request rr = c.irecv(mod(r - 1, n), B(recv) + mod(r - 1, n) * bytes, bytes, 0);
+    Request sr = c.isend(mod(r + 1, n), in, bytes, 0);
+    std::memcpy(own, in, bytes);
+    PODNET_RETURN_IF_ERROR(c.wait_recv(rr, mod(r - 1, n), bytes));
+    PODNET_RETURN_IF_ERROR(c.wait_send(sr, mod(r + 1, n)));
+    s = 1;
+  } else if (own != in && bytes > 0) {
+    std::memcpy(own, in, bytes);
+  }
+  for (; s < n - 1; ++s) {
     int sb = mod(r - s, n), rb = mod(r - s - 1, n);
     PODNET_RETURN_IF_ERROR(c.sendrecv(mod(r + 1, n), B(recv) + sb * bytes, bytes, mod(r - 1, n),
                                       B(recv) + rb * bytes, bytes, static_cast<uint32_t>(s)));

@@ -139,6 +139,30 @@ std::string_view choose_algorithm(Collective c, size_t bytes, int n) {
   }
 }
 
+size_t arena_crossover(Collective c, int n) {
+  // Two ranks: one CMA copy per step makes the transport's ring hard to beat from a few
+  // blocks up; more ranks: the ring's n-1 steps cost more, the arena's reads do not wait.
+  constexpr size_t K = 1024;
+  switch (c) {
+    case Collective::kAllreduce:
+    case Collective::kReduce:
+    case Collective::kReduceScatter:
+      return n <= 2 ? 256 * K : 128 * K;
+    case Collective::kBroadcast:
+      return 512 * K;
+    case Collective::kAllgather:
+    case Collective::kGather:
+      return n <= 2 ? 16 * K : 256 * K;
+    case Collective::kAlltoall:
+    case Collective::kScatter:
+      return n <= 2 ? 32 * K : 64 * K;
+    case Collective::kBarrier:
+      return SIZE_MAX;
+    default:
+      return 0;
+  }
+}
+
 std::string_view canonical_name(Collective c, std::string_view name) {
   for (std::string_view a : algorithms_for(c))
     if (a == name) return a;

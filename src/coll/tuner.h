@@ -15,6 +15,11 @@ const std::vector<std::string_view>& algorithms_for(Collective c);
 // The default choice for `bytes` of payload per rank (the whole vector for allreduce and
 // broadcast, one block for the others) on `nranks` ranks.
 std::string_view choose_algorithm(Collective c, size_t bytes, int nranks);
+// The largest call (in slot bytes, as algo::arena_bytes() counts them) for which the built-in
+// table prefers the shared-memory arena ("shm") over the transport-based algorithms, when a
+// communicator has one. Measured with `podnet bench coll -a shm` against the others
+// (docs/collectives.md); PODNET_SHM_COLL_MAX caps it.
+size_t arena_crossover(Collective c, int nranks);
 // The static string of algorithm `name` of `c` (one of algorithms_for(c)); empty if none.
 std::string_view canonical_name(Collective c, std::string_view name);
 // Checks an override; the error lists the valid names.

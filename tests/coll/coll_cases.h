@@ -66,8 +66,8 @@ inline std::vector<std::string> expected_algorithms(Collective c) {
 }
 
 // Whether a call fits the shared-memory arena's slot at its default size (PODNET_SHM_COLL_MAX
-// 64K): forced "shm" beyond it runs the tuner's choice instead (a test of its own).
-inline constexpr size_t kArenaSlot = 64 * 1024;
+// 512K): forced "shm" beyond it runs the tuner's choice instead (a test of its own).
+inline constexpr size_t kArenaSlot = 512 * 1024;
 inline bool arena_fits(Collective c, size_t count, DataType t, int n) {
   if (n < 2) return false;  // a single rank has no arena
   size_t b = count * dtype_size(t);
