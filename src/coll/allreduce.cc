@@ -74,11 +74,15 @@ int pow2_floor(int n) {
 // allgather sends block r+1-s (the fully reduced block r+1 first) and receives block r-s,
 // which is what step s+1 sends. Block r-s was sent in reduce-scatter step s, so its allgather
 // receive is posted only once that send is done.
+//
+// Out of place, the input is never copied to the output first: step 0 sends block r from the
+// input, each reduction reads the own part from the input and writes the output, and block r
+// of the output is first written by the allgather (which brings it fully reduced).
 Status allreduce_ring(Call& c, const void* send, void* recv, size_t count) {
   const int n = c.size(), r = c.rank();
   const size_t es = c.esize();
-  copy_in(send, recv, count * es);
   if (n == 1) {
+    copy_in(send, recv, count * es);
     finalize(c, recv, count);
     return {};
   }
@@ -95,6 +99,7 @@ Status allreduce_ring(Call& c, const void* send, void* recv, size_t count) {
   std::byte* tmp[2] = {c.scratch(max_block, 0), c.scratch(max_block, 1)};
   auto bytes_of = [&](int b) { return block_cnt(count, n, b) * es; };
   auto ptr_of = [&](int b) { return B(recv) + block_off(count, n, b) * es; };
+  auto input_of = [&](int b) { return static_cast<const std::byte*>(send) + block_off(count, n, b) * es; };
   auto chunks_of = [&](size_t bytes) { return bytes == 0 ? size_t{1} : (bytes + chunk - 1) / chunk; };
   auto len_of = [&](size_t bytes, size_t k) { return std::min(chunk, bytes - std::min(bytes, k * chunk)); };
   auto tag = [](int step, size_t k) { return static_cast<uint32_t>(step << 8 | static_cast<int>(k)); };
@@ -112,7 +117,8 @@ Status allreduce_ring(Call& c, const void* send, void* recv, size_t count) {
 
   // Reduce-scatter.
   post_rs_recvs(0);
-  for (size_t k = 0; k < chunks_of(bytes_of(r)); ++k) post_send(rs_sends[0], 0, r, k);
+  for (size_t k = 0; k < chunks_of(bytes_of(r)); ++k)
+    rs_sends[0].push_back(c.isend(right, input_of(r) + k * chunk, len_of(bytes_of(r), k), tag(0, k)));
   for (int s = 0; s < steps; ++s) {
     // The other buffer is free: every chunk of step s-1 has been reduced.
     if (s + 1 < steps) post_rs_recvs(s + 1);
@@ -122,7 +128,8 @@ Status allreduce_ring(Call& c, const void* send, void* recv, size_t count) {
       const size_t len = len_of(bytes, k);
       PODNET_RETURN_IF_ERROR(c.wait_recv(rs_recvs[s][k], left, len));
       std::byte* p = ptr_of(rb) + k * chunk;
-      c.reduce(p, tmp[s % 2] + k * chunk, len / es);
+      // Each block passes through this rank once: its own part comes from the input.
+      c.reduce3(p, input_of(rb) + k * chunk, tmp[s % 2] + k * chunk, len / es);
       if (s + 1 < steps) {
         post_send(rs_sends[s + 1], s + 1, rb, k);
       } else {  // rb == r+1: this chunk is final; the allgather starts with it

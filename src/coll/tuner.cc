@@ -152,7 +152,7 @@ size_t arena_crossover(Collective c, int n) {
       return 512 * K;
     case Collective::kAllgather:
     case Collective::kGather:
-      return n <= 2 ? 16 * K : 256 * K;
+      return n <= 2 ? 16 * K : 128 * K;
     case Collective::kAlltoall:
     case Collective::kScatter:
       return n <= 2 ? 32 * K : 64 * K;
