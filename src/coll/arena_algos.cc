@@ -76,113 +76,92 @@ size_t arena_bytes(Collective coll, size_t bytes, int n) {
   }
 }
 
-Status shm_allreduce(Call& c, Arena& a, const void* send, void* recv, size_t count) {
-  const size_t bytes = count * c.esize();
+namespace {
+
+// One call in which every rank posts `total` bytes of `send` (nothing when null); the ranks
+// that `read` then wait for every slot and `use` them; all finish.
+template <typename Use>
+Status everyone_posts(Call& c, Arena& a, const void* send, size_t total, bool read, Use&& use) {
   const uint32_t s = a.begin();
-  PODNET_RETURN_IF_ERROR(put(c, a, s, send, bytes));
-  Slots sl(c.size());
-  PODNET_RETURN_IF_ERROR(get_all(c, a, s, bytes, sl.get()));
-  reduce_slots(c, recv, sl.get(), 0, count);
+  PODNET_RETURN_IF_ERROR(put(c, a, s, send, total));
+  if (read) {
+    Slots sl(c.size());
+    PODNET_RETURN_IF_ERROR(get_all(c, a, s, total, sl.get()));
+    use(sl.get());
+  }
   a.finish(s);
   return {};
+}
+
+// One call in which `root` posts `total` bytes of `send`; every rank `use`s the posted copy.
+template <typename Use>
+Status root_posts(Call& c, Arena& a, const void* send, size_t total, int root, Use&& use) {
+  const uint32_t s = a.begin();
+  if (c.rank() == root) {
+    PODNET_RETURN_IF_ERROR(put(c, a, s, send, total));
+    use(static_cast<const std::byte*>(a.slot(root, s, total)));
+  } else {
+    PODNET_ASSIGN_OR_RETURN(const std::byte* src, a.wait_posted(c, root, s, total));
+    use(src);
+  }
+  a.finish(s);
+  return {};
+}
+
+}  // namespace
+
+Status shm_allreduce(Call& c, Arena& a, const void* send, void* recv, size_t count) {
+  return everyone_posts(c, a, send, count * c.esize(), true,
+                        [&](const std::byte* const* slots) { reduce_slots(c, recv, slots, 0, count); });
 }
 
 Status shm_reduce(Call& c, Arena& a, const void* send, void* recv, size_t count, int root) {
-  const size_t bytes = count * c.esize();
-  const uint32_t s = a.begin();
-  PODNET_RETURN_IF_ERROR(put(c, a, s, send, bytes));
-  if (c.rank() == root) {
-    Slots sl(c.size());
-    PODNET_RETURN_IF_ERROR(get_all(c, a, s, bytes, sl.get()));
-    reduce_slots(c, recv, sl.get(), 0, count);
-  }
-  a.finish(s);
-  return {};
+  return everyone_posts(c, a, send, count * c.esize(), c.rank() == root,
+                        [&](const std::byte* const* slots) { reduce_slots(c, recv, slots, 0, count); });
 }
 
-Status shm_broadcast(Call& c, Arena& a, void* buf, size_t count, int root) {
-  const size_t bytes = count * c.esize();
-  const uint32_t s = a.begin();
-  if (c.rank() == root) {
-    PODNET_RETURN_IF_ERROR(put(c, a, s, buf, bytes));
-  } else {
-    PODNET_ASSIGN_OR_RETURN(const std::byte* src, a.wait_posted(c, root, s, bytes));
-    copy(buf, src, bytes);
-  }
-  a.finish(s);
-  return {};
+Status shm_reduce_scatter(Call& c, Arena& a, const void* send, void* recv, size_t count) {
+  return everyone_posts(c, a, send, count * c.esize() * c.size(), true, [&](const std::byte* const* slots) {
+    reduce_slots(c, recv, slots, count * c.rank(), count);
+  });
 }
 
 Status shm_allgather(Call& c, Arena& a, const void* send, void* recv, size_t count) {
   const size_t bytes = count * c.esize();
-  const uint32_t s = a.begin();
-  PODNET_RETURN_IF_ERROR(put(c, a, s, send, bytes));
-  Slots sl(c.size());
-  PODNET_RETURN_IF_ERROR(get_all(c, a, s, bytes, sl.get()));
-  for (int r = 0; r < c.size(); ++r) copy(B(recv) + r * bytes, sl.get()[r], bytes);
-  a.finish(s);
-  return {};
+  return everyone_posts(c, a, send, bytes, true, [&](const std::byte* const* slots) {
+    for (int r = 0; r < c.size(); ++r) copy(B(recv) + r * bytes, slots[r], bytes);
+  });
 }
 
 Status shm_gather(Call& c, Arena& a, const void* send, void* recv, size_t count, int root) {
   const size_t bytes = count * c.esize();
-  const uint32_t s = a.begin();
-  PODNET_RETURN_IF_ERROR(put(c, a, s, send, bytes));
-  if (c.rank() == root) {
-    Slots sl(c.size());
-    PODNET_RETURN_IF_ERROR(get_all(c, a, s, bytes, sl.get()));
-    for (int r = 0; r < c.size(); ++r) copy(B(recv) + r * bytes, sl.get()[r], bytes);
-  }
-  a.finish(s);
-  return {};
-}
-
-Status shm_reduce_scatter(Call& c, Arena& a, const void* send, void* recv, size_t count) {
-  const size_t bytes = count * c.esize();
-  const size_t total = bytes * c.size();
-  const uint32_t s = a.begin();
-  PODNET_RETURN_IF_ERROR(put(c, a, s, send, total));
-  Slots sl(c.size());
-  PODNET_RETURN_IF_ERROR(get_all(c, a, s, total, sl.get()));
-  reduce_slots(c, recv, sl.get(), count * c.rank(), count);
-  a.finish(s);
-  return {};
+  return everyone_posts(c, a, send, bytes, c.rank() == root, [&](const std::byte* const* slots) {
+    for (int r = 0; r < c.size(); ++r) copy(B(recv) + r * bytes, slots[r], bytes);
+  });
 }
 
 Status shm_alltoall(Call& c, Arena& a, const void* send, void* recv, size_t count) {
   const size_t bytes = count * c.esize();
-  const size_t total = bytes * c.size();
-  const uint32_t s = a.begin();
-  PODNET_RETURN_IF_ERROR(put(c, a, s, send, total));
-  Slots sl(c.size());
-  PODNET_RETURN_IF_ERROR(get_all(c, a, s, total, sl.get()));
-  for (int r = 0; r < c.size(); ++r) copy(B(recv) + r * bytes, sl.get()[r] + c.rank() * bytes, bytes);
-  a.finish(s);
-  return {};
+  return everyone_posts(c, a, send, bytes * c.size(), true, [&](const std::byte* const* slots) {
+    for (int r = 0; r < c.size(); ++r) copy(B(recv) + r * bytes, slots[r] + c.rank() * bytes, bytes);
+  });
+}
+
+Status shm_barrier(Call& c, Arena& a) {
+  return everyone_posts(c, a, nullptr, 0, true, [](const std::byte* const*) {});
+}
+
+Status shm_broadcast(Call& c, Arena& a, void* buf, size_t count, int root) {
+  const size_t bytes = count * c.esize();
+  return root_posts(c, a, buf, bytes, root, [&](const std::byte* src) {
+    if (c.rank() != root) copy(buf, src, bytes);
+  });
 }
 
 Status shm_scatter(Call& c, Arena& a, const void* send, void* recv, size_t count, int root) {
   const size_t bytes = count * c.esize();
-  const size_t total = bytes * c.size();
-  const uint32_t s = a.begin();
-  if (c.rank() == root) {
-    PODNET_RETURN_IF_ERROR(put(c, a, s, send, total));
-    copy(recv, a.slot(root, s, total) + root * bytes, bytes);
-  } else {
-    PODNET_ASSIGN_OR_RETURN(const std::byte* src, a.wait_posted(c, root, s, total));
-    copy(recv, src + c.rank() * bytes, bytes);
-  }
-  a.finish(s);
-  return {};
-}
-
-Status shm_barrier(Call& c, Arena& a) {
-  const uint32_t s = a.begin();
-  PODNET_RETURN_IF_ERROR(put(c, a, s, nullptr, 0));
-  Slots sl(c.size());
-  PODNET_RETURN_IF_ERROR(get_all(c, a, s, 0, sl.get()));
-  a.finish(s);
-  return {};
+  return root_posts(c, a, send, bytes * c.size(), root,
+                    [&](const std::byte* src) { copy(recv, src + c.rank() * bytes, bytes); });
 }
 
 }  // namespace podnet::detail::algo
