@@ -29,7 +29,7 @@ Status allgather_ring(Call& c, const void* send, void* recv, size_t count) {
     PODNET_RETURN_IF_ERROR(c.wait_send(sr, mod(r + 1, n)));
     s = 1;
   } else if (own != in && bytes > 0) {
-    std::memcpy(own, in, bytes);
+    std::memmove(own, in, bytes);  // the input may overlap its place in the output
   }
   for (; s < n - 1; ++s) {
     int sb = mod(r - s, n), rb = mod(r - s - 1, n);
@@ -44,7 +44,8 @@ Status allgatherv_ring(Call& c, const void* send, void* recv, const std::vector<
   const size_t es = c.esize();
   std::vector<size_t> off(n + 1, 0);
   for (int i = 0; i < n; ++i) off[i + 1] = off[i] + counts[i];
-  if (B(recv) + off[r] * es != send && counts[r] > 0) std::memcpy(B(recv) + off[r] * es, send, counts[r] * es);
+  // memmove: the input may overlap its place in the output (send == recv, say).
+  if (B(recv) + off[r] * es != send && counts[r] > 0) std::memmove(B(recv) + off[r] * es, send, counts[r] * es);
   for (int s = 0; s < n - 1; ++s) {
     int sb = mod(r - s, n), rb = mod(r - s - 1, n);
     PODNET_RETURN_IF_ERROR(c.sendrecv(mod(r + 1, n), B(recv) + off[sb] * es, counts[sb] * es, mod(r - 1, n),
