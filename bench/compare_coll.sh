@@ -177,7 +177,8 @@ run_gloo() {  # N ALGO MIN MAX ITERS WARM
   store=$(mktemp -d "$work/store.XXXXXX")
   bg_pids=()
   for ((r = 0; r < n; r++)); do
-    timeout 900 "$work/gloo_coll_bench" "$r" "$n" "$store" "$2" "$3" "$4" 4 "$5" "$6" \
+    # shellcheck disable=SC2046  # the placement podnet run gives rank r (bench/lib.sh)
+    timeout 900 $(pin_to "$r" "$n") "$work/gloo_coll_bench" "$r" "$n" "$store" "$2" "$3" "$4" 4 "$5" "$6" \
       >"$out.$r" 2>"$out.$r.err" &
     bg_pids+=($!)
   done

@@ -22,6 +22,12 @@ and the table shows the median of the repeats. Raw values are printed below the 
 Options:
   --repeats N       repeats per measurement (default 3)
   --time SECONDS    duration of each iperf3 / sockperf run (default 5)
+  --bind none|core  none (default): no tool is bound (podnet run --bind-to none, the anchors as
+                    they start); core: podnet's two ranks and each anchor's server and client
+                    on the first two CPUs (podnet run's own default). sockperf blocks in
+                    recv, so bound to two CPUs each of its wake-ups crosses CPUs (28 us on
+                    the 2-core VM against ~5 unbound): the default keeps the comparison
+                    where the anchor is at its best.
   --json FILE       also write the configuration, raw values and table as JSON to FILE
   --podnet PATH     podnet binary (default: $PODNET, else build/tools/podnet/podnet of this
                     checkout, else podnet from PATH); it is copied to a temporary directory
@@ -35,6 +41,7 @@ PODNET_IFNAME is forced to "lo" and PODNET_TRANSPORT to tcp (the anchors are TCP
 iperf3, sockperf, python3). Everything binds to and connects to 127.0.0.1 only; servers use
 free ports below the ephemeral range and are stopped on exit.
 
+Placement: see --bind; both sides always get the same.
 Exit status: 0 when every measurement ran (whether or not the targets are met: this is a
 report); 1 on an error (missing tool, failed run); 2 on bad arguments.
 EOF
@@ -51,6 +58,7 @@ iperf_len="1M"
 sizes=(1M 4M 16M 64M)
 lat_size=8
 lat_iters=20000
+bind=none
 sockperf_size=14            # sockperf's minimum message size (its own header)
 bw_bytes=$((2 * 1024 * 1024 * 1024))   # podnet bench p2p caps a size at ~2 GiB of traffic
 
@@ -67,9 +75,14 @@ while [[ $# -gt 0 ]]; do
     --podnet=*) podnet_arg=${1#*=}; shift ;;
     --iperf-len) [[ $# -ge 2 ]] || bad_arg "--iperf-len needs a value"; iperf_len=$2; shift 2 ;;
     --iperf-len=*) iperf_len=${1#*=}; shift ;;
+    --bind) [[ $# -ge 2 ]] || bad_arg "--bind needs a value"; bind=$2; shift 2 ;;
+    --bind=*) bind=${1#*=}; shift ;;
     *) bad_arg "unknown argument: $1" ;;
   esac
 done
+[[ "$bind" == none || "$bind" == core ]] || bad_arg "--bind must be none or core, got '$bind'"
+# pin INDEX: the placement of process INDEX of 2 under --bind core (bench/lib.sh), else none.
+pin() { [[ "$bind" == core ]] && pin_to "$1" 2; return 0; }
 [[ "$repeats" =~ ^[1-9][0-9]*$ ]] || bad_arg "--repeats must be a positive integer, got '$repeats'"
 [[ "$duration" =~ ^[1-9][0-9]*$ ]] || bad_arg "--time must be a positive integer (seconds), got '$duration'"
 [[ "$iperf_len" =~ ^[1-9][0-9]*[KkMm]?$ ]] || bad_arg "--iperf-len must be like 128K or 1M, got '$iperf_len'"
@@ -369,6 +382,7 @@ echo "  podnet:   $podnet_arg ($podnet_version), PODNET_TCP_STREAMS=$streams"
 echo "  iperf3:   $iperf_version; -t $duration -l $iperf_len, -P 1 and -P $streams"
 echo "  sockperf: $sockperf_version; ping-pong --tcp -t $duration --msg-size $sockperf_size (its minimum)"
 echo "  podnet bw: -o write -m bw -s {${sizes[*]}}, ~2 GiB per size; lat: -o send -m lat -s $lat_size -n $lat_iters"
+echo "  placement: --bind $bind"
 echo "  repeats: $repeats (tools interleaved, order rotated per repeat); host: $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
 
@@ -377,8 +391,11 @@ client_timeout=$((duration + 60))
 
 run_iperf() {  # run_iperf REPEAT NSTREAMS KEY
   local rep=$1 np=$2 key=$3 out="$work/iperf_${3}_${1}.json" v
-  start_server "iperf3" iperf3 -s -1 -B 127.0.0.1 -p PORT
-  if ! run_client timeout "$client_timeout" iperf3 -c 127.0.0.1 -p "$srv_port" -t "$duration" \
+  # --bind core: server and client on the two CPUs `podnet run` gives its ranks (bench/lib.sh).
+  # shellcheck disable=SC2046
+  start_server "iperf3" $(pin 0) iperf3 -s -1 -B 127.0.0.1 -p PORT
+  # shellcheck disable=SC2046
+  if ! run_client timeout "$client_timeout" $(pin 1) iperf3 -c 127.0.0.1 -p "$srv_port" -t "$duration" \
        -l "$iperf_len" -P "$np" -J >"$out" 2>"$out.err"; then
     show_log "$out"; show_log "$out.err"; die "iperf3 -P $np failed"
   fi
@@ -390,8 +407,10 @@ run_iperf() {  # run_iperf REPEAT NSTREAMS KEY
 
 run_sockperf() {  # run_sockperf REPEAT
   local rep=$1 out="$work/sockperf_$1.txt" m a
-  start_server "sockperf" sockperf server --tcp -i 127.0.0.1 -p PORT
-  if ! run_client timeout "$client_timeout" sockperf ping-pong --tcp -i 127.0.0.1 -p "$srv_port" \
+  # shellcheck disable=SC2046
+  start_server "sockperf" $(pin 0) sockperf server --tcp -i 127.0.0.1 -p PORT
+  # shellcheck disable=SC2046
+  if ! run_client timeout "$client_timeout" $(pin 1) sockperf ping-pong --tcp -i 127.0.0.1 -p "$srv_port" \
        -t "$duration" --msg-size "$sockperf_size" >"$out" 2>&1; then
     show_log "$out"; die "sockperf ping-pong failed"
   fi
@@ -406,7 +425,7 @@ run_sockperf() {  # run_sockperf REPEAT
 podnet_job() {  # podnet_job OUT ARGS...: podnet run -n 2 -- podnet ARGS..., loopback only
   local out=$1
   shift
-  if ! run_client "$podnet" run -n 2 --timeout 300 --env PODNET_IFNAME=lo --env PODNET_TRANSPORT=tcp -- "$podnet" "$@" \
+  if ! run_client "$podnet" run -n 2 --bind-to "$bind" --timeout 300 --env PODNET_IFNAME=lo --env PODNET_TRANSPORT=tcp -- "$podnet" "$@" \
        >"$out" 2>"$out.err"; then
     show_log "$out"; show_log "$out.err"; die "podnet run -n 2 -- podnet $* failed"
   fi

@@ -91,9 +91,8 @@ PY
 port=$((20000 + RANDOM % 10000))
 # The same placement for both: `podnet run` binds rank i to the i-th CPU it may use (when
 # there are enough), so ucx_perftest's server and client get those two CPUs too.
-read -r cpu0 cpu1 < <(python3 -c 'import os; c = sorted(os.sched_getaffinity(0)); print(*(c[:2] if len(c) > 1 else ["", ""]))')
-pin0=() pin1=()
-[[ -n "${cpu1:-}" ]] && pin0=(taskset -c "$cpu0") pin1=(taskset -c "$cpu1")
+read -ra pin0 < <(pin_to 0 2)
+read -ra pin1 < <(pin_to 1 2)
 ucx() {  # TLS TEST SIZE ITERS -> prints the Final line
   local tls=$1 p=$((port++))
   UCX_TLS=$tls "${pin0[@]}" ucx_perftest -p "$p" >"$work/u.srv" 2>&1 &

@@ -62,3 +62,14 @@ build_coll_anchors() {
       { echo "building gloo_coll_bench failed" >&2; return 1; }
   fi
 }
+
+# pin_to INDEX COUNT: prints "taskset -c CPU" for process INDEX of COUNT when there are at
+# least COUNT CPUs this script may use: the placement `podnet run` gives rank INDEX (the
+# INDEX-th usable CPU), so that an anchor runs on the same CPUs as podnet. Prints nothing
+# otherwise (then neither is bound).
+pin_to() {
+  local cpu
+  cpu=$(python3 -c 'import os, sys; c = sorted(os.sched_getaffinity(0)); i, n = int(sys.argv[1]), int(sys.argv[2]); print(c[i] if n <= len(c) else "")' "$1" "$2")
+  [[ -n "$cpu" ]] && command -v taskset >/dev/null && echo "taskset -c $cpu"
+  return 0
+}
