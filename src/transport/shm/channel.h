@@ -31,7 +31,7 @@ namespace podnet::shm {
 // The segment's first page.
 struct SegmentHeader {
   static constexpr uint64_t kMagic = 0x706f646e65747368ull;  // "podnetsh"
-  static constexpr uint32_t kVersion = 1;
+  static constexpr uint32_t kVersion = 2;  // 2: ring control words 128 bytes apart
   uint64_t magic;
   uint32_t version;
   uint32_t ring_bytes;

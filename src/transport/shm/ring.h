@@ -55,10 +55,10 @@ inline constexpr size_t record_bytes(size_t plen) { return (sizeof(RecHdr) + ple
 
 // The shared part of one ring; the data area follows it in the segment.
 struct RingCtl {
-  alignas(kCacheLine) std::atomic<uint64_t> head{0};  // bytes published (producer)
-  alignas(kCacheLine) std::atomic<uint64_t> tail{0};  // bytes released (consumer)
-  alignas(kCacheLine) std::atomic<uint32_t> consumer_sleeping{0};
-  alignas(kCacheLine) std::atomic<uint32_t> producer_waiting{0};
+  alignas(2 * kCacheLine) std::atomic<uint64_t> head{0};  // bytes published (producer)
+  alignas(2 * kCacheLine) std::atomic<uint64_t> tail{0};  // bytes released (consumer)
+  alignas(2 * kCacheLine) std::atomic<uint32_t> consumer_sleeping{0};
+  alignas(2 * kCacheLine) std::atomic<uint32_t> producer_waiting{0};
 };
 static_assert(std::atomic<uint64_t>::is_always_lock_free, "shared-memory rings need lock-free atomics");
 
