@@ -447,6 +447,9 @@ void ShmEndpoint::tick(int64_t now) {
 }
 
 void ShmEndpoint::close_gracefully() {
+  // This side is leaving: the end of file its own hang-up makes the socket watch read (on
+  // the engine's thread, maybe before shutdown() gets to fail() this endpoint) is no news.
+  set_graceful();
   for (Channel* ch : {out_raw_.load(), in_raw_.load()}) {
     if (ch == nullptr) continue;
     ch->say_bye();
