@@ -221,7 +221,8 @@ def streams(path):
     d = json.load(open(path))
     for k in d["knobs"]:
         if k["env"] == "PODNET_TCP_STREAMS":
-            print(int(k["value"])); return
+            # 0 is auto, which gives loopback (the only link here) 4 streams (src/bootstrap/netif.h).
+            print(int(k["value"]) or 4); return
     sys.exit("PODNET_TCP_STREAMS not in podnet doctor --config --json")
 
 def fmt(v, unit):

@@ -3,8 +3,14 @@
 #include <arpa/inet.h>
 #include <ifaddrs.h>
 #include <net/if.h>
+#include <linux/ethtool.h>
+#include <linux/sockios.h>
 #include <netinet/in.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
+#include <cstdio>
 #include <string_view>
 
 #include "bootstrap/socket_util.h"
@@ -38,6 +44,24 @@ const NetIf* first_up(const std::vector<NetIf>& ifs, Match match) {
   return nullptr;
 }
 
+// The link speed the driver reports in Mb/s (ethtool's GSET, which needs no privilege and,
+// unlike /sys/class/net, answers for the network namespace this process is in), or -1.
+int link_speed_mbps(const char* name) {
+  int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  ethtool_cmd cmd{};
+  cmd.cmd = ETHTOOL_GSET;
+  ifreq ifr{};
+  std::snprintf(ifr.ifr_name, sizeof ifr.ifr_name, "%s", name);
+  ifr.ifr_data = reinterpret_cast<char*>(&cmd);
+  int rc = ioctl(fd, SIOCETHTOOL, &ifr);
+  close(fd);
+  if (rc != 0) return -1;
+  uint32_t mbps = ethtool_cmd_speed(&cmd);
+  if (mbps == 0 || mbps == static_cast<uint32_t>(SPEED_UNKNOWN) || mbps > 10'000'000) return -1;
+  return static_cast<int>(mbps);
+}
+
 }  // namespace
 
 Result<std::vector<NetIf>> list_interfaces() {
@@ -48,10 +72,18 @@ Result<std::vector<NetIf>> list_interfaces() {
     if (a->ifa_addr == nullptr || a->ifa_addr->sa_family != AF_INET) continue;
     char ip[INET_ADDRSTRLEN] = {};
     inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(a->ifa_addr)->sin_addr, ip, sizeof ip);
-    out.push_back({a->ifa_name, ip, (a->ifa_flags & IFF_LOOPBACK) != 0, (a->ifa_flags & IFF_UP) != 0});
+    out.push_back({a->ifa_name, ip, (a->ifa_flags & IFF_LOOPBACK) != 0, (a->ifa_flags & IFF_UP) != 0,
+                   link_speed_mbps(a->ifa_name)});
   }
   freeifaddrs(head);
   return out;
+}
+
+int auto_tcp_streams(const std::vector<NetIf>& rails) {
+  if (rails.empty()) return kStreamsFastLinks;
+  for (const NetIf& i : rails)
+    if (i.loopback || i.speed_mbps <= 0 || i.speed_mbps > kSlowLinkMaxMbps) return kStreamsFastLinks;
+  return kStreamsSlowLinks;
 }
 
 Result<NetIf> select_interface(const std::vector<NetIf>& ifs, const std::string& spec) {

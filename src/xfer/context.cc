@@ -79,6 +79,8 @@ Result<std::unique_ptr<Context>> ContextImpl::create(const ContextOptions& optio
                                    c->config_.transport);
 
   std::string bind = options.bind_address;
+  int streams = c->config_.tcp_streams;
+  if (streams == 0) streams = bootstrap::kStreamsFastLinks;  // an explicit bind address: loopback in tests
   if (bind.empty()) {
     PODNET_ASSIGN_OR_RETURN(auto ifs, bootstrap::list_interfaces());
     // One interface per rail (PODNET_RAILS); tcp listens on each of "ip1,ip2,...".
@@ -87,7 +89,13 @@ Result<std::unique_ptr<Context>> ContextImpl::create(const ContextOptions& optio
     PODNET_ASSIGN_OR_RETURN(auto nifs, bootstrap::select_interfaces(ifs, c->config_.ifname, c->config_.rails));
     for (const auto& nif : nifs) {
       bind += (bind.empty() ? "" : ",") + nif.ipv4;
-      PODNET_INFO(kXfer, "using interface {} ({}) (PODNET_IFNAME='{}')", nif.name, nif.ipv4, c->config_.ifname);
+      PODNET_INFO(kXfer, "using interface {} ({}, {} Mb/s) (PODNET_IFNAME='{}')", nif.name, nif.ipv4,
+                  nif.speed_mbps, c->config_.ifname);
+    }
+    if (c->config_.tcp_streams == 0) {
+      streams = bootstrap::auto_tcp_streams(nifs);
+      PODNET_INFO(kXfer, "PODNET_TCP_STREAMS=0 (auto): {} tcp stream{} per peer and rail", streams,
+                  streams == 1 ? "" : "s");
     }
   }
   ProgressEngine::Options po;
@@ -97,7 +105,7 @@ Result<std::unique_ptr<Context>> ContextImpl::create(const ContextOptions& optio
   PODNET_ASSIGN_OR_RETURN(c->engine_, ProgressEngine::create(po));
   c->registry_ = std::make_shared<MemoryRegistry>(c->id_);
   tcp::TcpOptions to;
-  to.streams = c->config_.tcp_streams;
+  to.streams = streams;
   to.stripe_min = c->config_.tcp_stripe_min;
   to.chunk = c->config_.tcp_chunk;
   to.eager_max = c->config_.tcp_eager_max;

@@ -112,5 +112,29 @@ TEST(NetIf, ListInterfacesFindsLoopback) {
   EXPECT_TRUE(found) << "no loopback interface with 127.0.0.1";
 }
 
+// PODNET_TCP_STREAMS=0: one stream only when every rail is a link of known speed up to
+// 10 Gbit/s; loopback, faster or unreported links keep several.
+TEST(NetIf, AutoStreamsOnePerSlowLinkElseFour) {
+  auto rail = [](const char* name, bool loopback, int mbps) { return NetIf{name, "10.0.0.1", loopback, true, mbps}; };
+  EXPECT_EQ(auto_tcp_streams({rail("eth0", false, 1000)}), 1);
+  EXPECT_EQ(auto_tcp_streams({rail("eth0", false, 10000), rail("eth1", false, 1000)}), 1);
+  EXPECT_EQ(auto_tcp_streams({rail("eth0", false, 25000)}), 4);
+  EXPECT_EQ(auto_tcp_streams({rail("eth0", false, -1)}), 4);  // virtio and the like report nothing
+  EXPECT_EQ(auto_tcp_streams({rail("lo", true, -1)}), 4);
+  EXPECT_EQ(auto_tcp_streams({rail("eth0", false, 1000), rail("eth1", false, 100000)}), 4);
+  EXPECT_EQ(auto_tcp_streams({}), 4);
+}
+
+// list_interfaces() reads each speed the kernel reports (lo has none).
+TEST(NetIf, LoopbackReportsNoSpeed) {
+  auto ifs = list_interfaces();
+  ASSERT_TRUE(ifs.ok()) << ifs.status().to_string();
+  for (const NetIf& i : *ifs) {
+    if (i.loopback) {
+      EXPECT_EQ(i.speed_mbps, -1) << i.name;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace podnet::bootstrap

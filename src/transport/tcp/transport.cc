@@ -55,7 +55,7 @@ Result<std::unique_ptr<TcpTransport>> TcpTransport::create(detail::ProgressEngin
                                                            const std::string& bind_ips, uint16_t port,
                                                            const TcpOptions& options) {
   if (options.streams < 1 || options.streams > 64)
-    return Status::InvalidArgument("PODNET_TCP_STREAMS={} must be between 1 and 64", options.streams);
+    return Status::InvalidArgument("PODNET_TCP_STREAMS={} must be between 1 and 64 (or 0: auto)", options.streams);
   std::unique_ptr<TcpTransport> t(new TcpTransport(engine, registry, ctx_id, rank, options));
   std::string_view rest = bind_ips;
   while (true) {
