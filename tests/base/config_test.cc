@@ -35,7 +35,7 @@ TEST(ConfigTest, DefaultsWhenEnvironmentIsEmpty) {
   EXPECT_EQ(c.log_subsys, "all");
   EXPECT_EQ(c.log_file, "");
   EXPECT_EQ(c.transport, "auto");
-  EXPECT_EQ(c.tcp_streams, 4);
+  EXPECT_EQ(c.tcp_streams, 0);  // auto: 1 or 4 per interface (bootstrap/netif.h)
   EXPECT_EQ(c.tcp_stripe_min, 256u * 1024);
   EXPECT_EQ(c.tcp_chunk, 512u * 1024);
   EXPECT_EQ(c.tcp_eager_max, 64u * 1024);
