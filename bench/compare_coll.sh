@@ -69,15 +69,10 @@ while [[ $# -gt 0 ]]; do
   esac
 done
 
-to_bytes() {
-  local v="$1" m=1
-  case "$v" in
-    *[Kk]) m=1024; v=${v%?} ;; *[Mm]) m=$((1024 * 1024)); v=${v%?} ;;
-    *[Gg]) m=$((1024 * 1024 * 1024)); v=${v%?} ;;
-  esac
-  [[ "$v" =~ ^[0-9]+$ ]] || { echo "bad size: $1" >&2; exit 2; }
-  echo $((v * m))
-}
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/.." && pwd)
+# shellcheck source=bench/lib.sh
+. "$here/lib.sh"
 max=$(to_bytes "$max_arg")
 for c in $colls; do
   case "$c" in allreduce|allgather|broadcast|alltoall) ;; *) echo "bad collective $c" >&2; exit 2 ;; esac
@@ -90,10 +85,6 @@ case "$transport" in
   *) echo "bad --transport $transport (tcp or shm)" >&2; exit 2 ;;
 esac
 
-here=$(cd "$(dirname "$0")" && pwd)
-root=$(cd "$here/.." && pwd)
-# shellcheck source=bench/lib.sh
-. "$here/lib.sh"
 podnet_arg=$(find_podnet "$root" "$podnet_arg") || exit 1
 check_coll_anchors "$use_mpi" "$use_gloo" || exit 1
 

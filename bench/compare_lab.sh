@@ -83,15 +83,10 @@ while [[ $# -gt 0 ]]; do
   esac
 done
 
-to_bytes() {
-  local v="$1" m=1
-  case "$v" in
-    *[Kk]) m=1024; v=${v%?} ;; *[Mm]) m=$((1024 * 1024)); v=${v%?} ;;
-    *[Gg]) m=$((1024 * 1024 * 1024)); v=${v%?} ;;
-  esac
-  [[ "$v" =~ ^[0-9]+$ ]] || { echo "bad size: $1" >&2; exit 2; }
-  echo $((v * m))
-}
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/.." && pwd)
+# shellcheck source=bench/lib.sh
+. "$here/lib.sh"
 min=$(to_bytes "$min_arg"); max=$(to_bytes "$max_arg")
 for c in $colls; do
   case "$c" in allreduce|allgather|reduce_scatter|alltoall) ;; *) echo "bad collective $c" >&2; exit 2 ;; esac
@@ -100,10 +95,6 @@ for n in $hosts_list; do [[ "$n" =~ ^[0-9]+$ && $n -ge 2 ]] || { echo "bad host 
 [[ "$slow_factor" =~ ^[1-9][0-9]*$ ]] || { echo "bad --slow-factor $slow_factor" >&2; exit 2; }
 [[ $(id -u) -eq 0 ]] || die "needs root (podnet lab creates network namespaces)"
 
-here=$(cd "$(dirname "$0")" && pwd)
-root=$(cd "$here/.." && pwd)
-# shellcheck source=bench/lib.sh
-. "$here/lib.sh"
 podnet_arg=$(find_podnet "$root" "$podnet_arg") || exit 1
 check_coll_anchors "$use_mpi" "$use_gloo" || exit 1
 

@@ -366,14 +366,6 @@ stop_server() {  # stop_server PID
 streams=$(py streams "$work/doctor.json") || die "cannot read PODNET_TCP_STREAMS from podnet doctor"
 [[ "$streams" =~ ^[1-9][0-9]*$ ]] || die "PODNET_TCP_STREAMS is '$streams'"
 
-size_bytes() {  # 1M -> 1048576
-  local s=$1 n=${1%[KkMmGg]}
-  case "$s" in
-    *[Kk]) echo $((n * 1024)) ;; *[Mm]) echo $((n * 1024 * 1024)) ;;
-    *[Gg]) echo $((n * 1024 * 1024 * 1024)) ;; *) echo "$n" ;;
-  esac
-}
-
 podnet_version=$("$podnet" --version 2>/dev/null | head -n 1 || echo unknown)
 iperf_version=$(iperf3 --version 2>/dev/null | head -n 1 || echo unknown)
 sockperf_version=$(sockperf --version 2>/dev/null | head -n 1 || echo unknown)
@@ -435,7 +427,7 @@ podnet_job() {  # podnet_job OUT ARGS...: podnet run -n 2 -- podnet ARGS..., loo
 run_podnet_bw() {  # run_podnet_bw REPEAT
   local rep=$1 s b iters out gbps gBps it
   for s in "${sizes[@]}"; do
-    b=$(size_bytes "$s")
+    b=$(to_bytes "$s")
     iters=$((bw_bytes / b))
     ((iters >= 8)) || iters=8
     out="$work/podnet_bw_${s}_${rep}.txt"

@@ -65,12 +65,6 @@ podnet=$(copy_podnet "$podnet_arg" "$work") || exit 1
 if command -v memcpy_bw >/dev/null; then cp "$(command -v memcpy_bw)" "$work/"
 else g++ -O2 -o "$work/memcpy_bw" "$here/anchors/memcpy_bw.cc" || die "building memcpy_bw failed"; fi
 
-to_bytes() {
-  local v=$1 m=1
-  case "$v" in *[Kk]) m=1024; v=${v%?} ;; *[Mm]) m=$((1 << 20)); v=${v%?} ;; esac
-  [[ "$v" =~ ^[0-9]+$ ]] || { echo "bad size $1" >&2; exit 2; }
-  echo $((v * m))
-}
 bytes_list=()
 for s in $sizes; do bytes_list+=("$(to_bytes "$s")"); done
 raw="$work/raw.jsonl"

@@ -73,3 +73,14 @@ pin_to() {
   [[ -n "$cpu" ]] && command -v taskset >/dev/null && echo "taskset -c $cpu"
   return 0
 }
+
+# to_bytes SIZE: 1M -> 1048576 (K/M/G binary suffixes); a bad size is an error (exit 2).
+to_bytes() {
+  local v="$1" m=1
+  case "$v" in
+    *[Kk]) m=1024; v=${v%?} ;; *[Mm]) m=$((1024 * 1024)); v=${v%?} ;;
+    *[Gg]) m=$((1024 * 1024 * 1024)); v=${v%?} ;;
+  esac
+  [[ "$v" =~ ^[0-9]+$ ]] || { echo "bad size: $1" >&2; exit 2; }
+  echo $((v * m))
+}

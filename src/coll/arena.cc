@@ -11,6 +11,7 @@
 #include <bit>
 #include <cerrno>
 #include <cstring>
+#include <optional>
 #include <random>
 
 #include "base/clock.h"
@@ -267,7 +268,7 @@ Result<const std::byte*> Arena::wait_posted(Call& c, int r, uint32_t s, size_t b
   return reinterpret_cast<const std::byte*>(h) + data_off(bytes);
 }
 
-Status Arena::slow_checks(Call& c, int r, const char* what, int64_t deadline, bool* ahead) {
+Status Arena::slow_checks(Call& c, int r, const char* what, int64_t deadline, std::optional<CallInfo>* past) {
   CommImpl& comm = c.comm();
   if (Status a = comm.check_remote_abort(c.info()); !a.ok()) return c.fail(a);
   if (Status h = comm.peer(r).health(); !h.ok())
@@ -287,13 +288,7 @@ Status Arena::slow_checks(Call& c, int r, const char* what, int64_t deadline, bo
     return c.fail(Status::InvalidArgument("rank {} is in {} while this rank is in {}: every rank must call the same "
                                           "collectives with the same arguments",
                                           r, theirs.describe(), mine.describe()));
-  // Ahead is an error only if what this rank waits for is still not there: rank r may have
-  // posted it and moved on since the last poll (the caller re-checks; see wait_word).
-  if (stable && static_cast<int32_t>(theirs.seq - mine.seq) > 0 && *ahead)
-    return c.fail(Status::InvalidArgument("rank {} went on to {} without taking part in this call through the "
-                                          "shared-memory arena ({}): the ranks passed different arguments",
-                                          r, theirs.describe(), mine.describe()));
-  *ahead = stable && static_cast<int32_t>(theirs.seq - mine.seq) > 0;
+  if (stable && static_cast<int32_t>(theirs.seq - mine.seq) > 0) *past = theirs;
   if (now_ns() > deadline)
     return c.explain_timeout(Status::Timeout("waited {} ms for rank {} {} in the shared-memory arena: it has not "
                                              "reached this call (hung, slower, or called something else)",
@@ -325,13 +320,15 @@ Status Arena::wait_word(Call& c, int r, std::atomic<uint32_t>* word, Ready ready
     int64_t t = now_ns();
     if (t < pure_until && !oversubscribed_) continue;
     if (t >= next_check) {
-      // Rank r's "now" was published after everything it posted before (release/acquire):
-      // if it is past this call, one more look at the word is conclusive.
-      bool ahead = false;
-      PODNET_RETURN_IF_ERROR(slow_checks(c, r, what, deadline, &ahead));
-      if (ahead) {
+      std::optional<CallInfo> past;
+      PODNET_RETURN_IF_ERROR(slow_checks(c, r, what, deadline, &past));
+      if (past) {
+        // Rank r's "now" was published after everything it posted before (release/acquire):
+        // it may have posted and moved on since the last poll, so one more look is conclusive.
         if (ready(word->load(std::memory_order_acquire))) return {};
-        PODNET_RETURN_IF_ERROR(slow_checks(c, r, what, deadline, &ahead));
+        return c.fail(Status::InvalidArgument("rank {} went on to {} without taking part in this call through the "
+                                              "shared-memory arena ({}): the ranks passed different arguments",
+                                              r, past->describe(), c.info().describe()));
       }
       next_check = t + kCheckEveryNs;
     }

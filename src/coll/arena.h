@@ -25,6 +25,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -73,9 +74,9 @@ class Arena {
   // Waits until `word` (rank r's) satisfies `ready`; what/peer name the wait in errors.
   template <typename Ready>
   Status wait_word(Call& c, int r, std::atomic<uint32_t>* word, Ready ready, const char* what);
-  // `ahead` in: rank r was seen past this call and the word re-checked (then it is an
-  // error); out: rank r is past this call.
-  Status slow_checks(Call& c, int r, const char* what, int64_t deadline, bool* ahead);
+  // Abort, peer health, a peer in another call, the timeout; `past` gets the call rank r is
+  // in when it is already past this one (wait_word decides whether that is an error).
+  Status slow_checks(Call& c, int r, const char* what, int64_t deadline, std::optional<CallInfo>* past);
   void wake_sleepers(Wake* w, std::atomic<uint32_t>* word);
 
   std::byte* base_ = nullptr;

@@ -304,23 +304,22 @@ Status CommImpl::setup_arena() {
 }
 
 std::string_view CommImpl::pick(Collective c, size_t bytes) {
-  const bool fits = arena_ && algo::arena_bytes(c, bytes, size()) <= arena_->slot_bytes();
+  const size_t need = algo::arena_bytes(c, bytes, size());
+  const bool fits = arena_ && need <= arena_->slot_bytes();
   std::string_view o = algo_override(c);
   if (!o.empty() && (o != "shm" || fits)) return o;
   if (!o.empty() && !warned_shm_fallback_) {
     warned_shm_fallback_ = true;
     PODNET_WARN(kColl, "{}: algorithm shm forced, but {}; using the tuner's choice (the benchmark rows say which ran)",
                 collective_name(c),
-                arena_ ? fmt::format("this call needs {} bytes per slot (PODNET_SHM_COLL_MAX={})",
-                                     algo::arena_bytes(c, bytes, size()), arena_->slot_bytes())
+                arena_ ? fmt::format("this call needs {} bytes per slot (PODNET_SHM_COLL_MAX={})", need,
+                                     arena_->slot_bytes())
                        : std::string("this communicator has no shared-memory arena (ranks on other hosts, or "
                                      "PODNET_SHM_COLL_MAX=0)"));
   }
   // A table measured on this many ranks (`podnet tune`, which times shm too) comes first.
   const TuneTable* t = loaded_tune_table();
-  if (fits && (t == nullptr || t->nranks != size()) &&
-      algo::arena_bytes(c, bytes, size()) <= arena_crossover(c, size()))
-    return "shm";
+  if (fits && (t == nullptr || t->nranks != size()) && need <= arena_crossover(c, size())) return "shm";
   std::string_view a = choose_algorithm(c, bytes, size());
   if (a == "shm" && !fits) return algorithms_for(c).front();  // measured with an arena this call does not fit
   return a;

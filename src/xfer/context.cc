@@ -79,8 +79,7 @@ Result<std::unique_ptr<Context>> ContextImpl::create(const ContextOptions& optio
                                    c->config_.transport);
 
   std::string bind = options.bind_address;
-  int streams = c->config_.tcp_streams;
-  if (streams == 0) streams = bootstrap::kStreamsFastLinks;  // an explicit bind address: loopback in tests
+  int streams = c->config_.tcp_streams;  // 0: auto, from the interfaces chosen below
   if (bind.empty()) {
     PODNET_ASSIGN_OR_RETURN(auto ifs, bootstrap::list_interfaces());
     // One interface per rail (PODNET_RAILS); tcp listens on each of "ip1,ip2,...".
@@ -92,12 +91,13 @@ Result<std::unique_ptr<Context>> ContextImpl::create(const ContextOptions& optio
       PODNET_INFO(kXfer, "using interface {} ({}, {} Mb/s) (PODNET_IFNAME='{}')", nif.name, nif.ipv4,
                   nif.speed_mbps, c->config_.ifname);
     }
-    if (c->config_.tcp_streams == 0) {
+    if (streams == 0) {
       streams = bootstrap::auto_tcp_streams(nifs);
       PODNET_INFO(kXfer, "PODNET_TCP_STREAMS=0 (auto): {} tcp stream{} per peer and rail", streams,
                   streams == 1 ? "" : "s");
     }
   }
+  if (streams == 0) streams = bootstrap::kStreamsFastLinks;  // an explicit bind address (tests: loopback)
   ProgressEngine::Options po;
   po.spin_us = c->config_.spin_us;
   po.busy_poll = c->config_.busy_poll;
