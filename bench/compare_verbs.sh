@@ -8,6 +8,8 @@
 # podnet adds overhead over raw verbs on the same device.
 #
 #   bench/compare_verbs.sh [--podnet PATH] [--device rxe0] [--gid N] [--out FILE] [--iters N]
+#                          [--qps "1 4"]   queue pairs per connection: perftest -q Q beside
+#                                          podnet with PODNET_VERBS_QPS=Q (bandwidth rows)
 # Exit status: 0 when every measurement ran (a report, targets met or not); 1 on an error.
 set -euo pipefail
 
@@ -18,6 +20,7 @@ gid=${PODNET_LAB_GID_INDEX:-1}
 out=""
 bw_iters=500
 lat_iters=1000
+qps_list="1"
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --podnet) podnet=$2; shift ;;
@@ -25,7 +28,8 @@ while [[ $# -gt 0 ]]; do
     --gid) gid=$2; shift ;;
     --out) out=$2; shift ;;
     --iters) bw_iters=$2; lat_iters=$((2 * $2)); shift ;;
-    -h|--help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --qps) qps_list=$2; shift ;;
+    -h|--help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "compare_verbs: unknown option '$1'" >&2; exit 2 ;;
   esac
   shift
@@ -54,20 +58,23 @@ perftest() {
 podnet_p2p() {
   local name=$1; shift
   echo "compare_verbs: podnet bench p2p $*" >&2
-  PODNET_TRANSPORT=verbs timeout 120 "$podnet" run -n 2 -- "$podnet" bench p2p --json "$@" \
+  PODNET_TRANSPORT=verbs PODNET_VERBS_QPS=${qps:-1} timeout 120 "$podnet" run -n 2 -- "$podnet" bench p2p --json "$@" \
     >"$work/$name.raw" 2>&1 || true
   sed -n 's/^\[0\] //p' "$work/$name.raw" >"$work/$name.json"
 }
 
-for size in 65536 1048576; do
-  n=$bw_iters; [[ $size -gt 65536 ]] && n=$((bw_iters / 5))
-  perftest ib_write_bw -s "$size" -n "$n" --report_gbits >/dev/null
-  mv "$work/ib_write_bw.txt" "$work/pt_write_$size.txt"
-  perftest ib_read_bw -s "$size" -n "$n" --report_gbits >/dev/null
-  mv "$work/ib_read_bw.txt" "$work/pt_read_$size.txt"
-  podnet_p2p "pn_write_$size" -o write -m bw -s "$size" -n "$n" -t 128
-  podnet_p2p "pn_read_$size" -o read -m bw -s "$size" -n "$n" -t 128
+for qps in $qps_list; do
+  for size in 65536 1048576; do
+    n=$bw_iters; [[ $size -gt 65536 ]] && n=$((bw_iters / 5))
+    perftest ib_write_bw -s "$size" -n "$n" -q "$qps" --report_gbits >/dev/null
+    mv "$work/ib_write_bw.txt" "$work/pt_write_${size}_q$qps.txt"
+    perftest ib_read_bw -s "$size" -n "$n" -q "$qps" --report_gbits >/dev/null
+    mv "$work/ib_read_bw.txt" "$work/pt_read_${size}_q$qps.txt"
+    podnet_p2p "pn_write_${size}_q$qps" -o write -m bw -s "$size" -n "$n" -t 128
+    podnet_p2p "pn_read_${size}_q$qps" -o read -m bw -s "$size" -n "$n" -t 128
+  done
 done
+qps=1
 perftest ib_send_lat -s 8 -n "$lat_iters" >/dev/null
 perftest ib_write_lat -s 8 -n "$lat_iters" >/dev/null
 # podnet's default wait (spin 50 us, then sleep on the completion channel); PODNET_BUSY_POLL=1
@@ -75,9 +82,9 @@ perftest ib_write_lat -s 8 -n "$lat_iters" >/dev/null
 podnet_p2p pn_send_lat -o send -m lat -s 8 -n "$lat_iters"
 podnet_p2p pn_wn_lat -o write_notify -m lat -s 8 -n "$lat_iters"
 
-python3 - "$work" "$device" "$gid" <<'EOF' | tee "${out:-/dev/null}"
+python3 - "$work" "$device" "$gid" "$qps_list" <<'EOF' | tee "${out:-/dev/null}"
 import json, os, re, sys, datetime
-work, device, gid = sys.argv[1:4]
+work, device, gid, qps_list = sys.argv[1:5]
 def perftest(name, col):
     # the client's result row: first field the size, then iterations and the figures
     try:
@@ -96,24 +103,27 @@ def podnet(name, key):
     except (OSError, ValueError, KeyError, IndexError):
         return None
 rows = []
-for size in (65536, 1048576):
-    for op in ("write", "read"):
-        pt = perftest(f"pt_{op}_{size}.txt", 3)          # BW average [Gb/s]
-        pn = podnet(f"pn_{op}_{size}", "bw_gbits_per_s")
-        rows.append((f"{op} bandwidth {size} B [Gb/s]", f"ib_{op}_bw", pt, pn, "bw"))
+for q in qps_list.split():
+    for size in (65536, 1048576):
+        for op in ("write", "read"):
+            pt = perftest(f"pt_{op}_{size}_q{q}.txt", 3)          # BW average [Gb/s]
+            pn = podnet(f"pn_{op}_{size}_q{q}", "bw_gbits_per_s")
+            qp = "" if q == "1" else f", {q} QPs"
+            rows.append((f"{op} bandwidth {size} B{qp} [Gb/s]", f"ib_{op}_bw" + ("" if q == "1" else f" -q {q}"),
+                         pt, pn, "bw"))
 for tool, name, pnname in (("ib_send_lat", "send", "pn_send_lat"), ("ib_write_lat", "write_notify", "pn_wn_lat")):
     pt = perftest(f"{tool}.txt", 4)                        # t_typical [usec]
     pn = podnet(pnname, "t_typical_us")
     rows.append((f"{name} latency 8 B, typical [us]", tool, pt, pn, "lat"))
 print(f"# podnet verbs vs perftest, {datetime.datetime.now():%Y-%m-%d %H:%M}, device {device} GID index {gid}")
 print("# same device, same run; bandwidth target >= 0.90x, latency target <= 1.10x")
-print(f"# {'measurement':34} {'perftest tool':13} {'perftest':>10} {'podnet':>10} {'ratio':>7}  target")
+print(f"# {'measurement':42} {'perftest tool':18} {'perftest':>10} {'podnet':>10} {'ratio':>7}  target")
 for label, tool, pt, pn, kind in rows:
     ratio = pn / pt if pt and pn else None
     ok = None if ratio is None else (ratio >= 0.9 if kind == "bw" else ratio <= 1.1)
     fmt = lambda v: "n/a" if v is None else f"{v:.3f}"
     verdict = "n/a" if ok is None else ("met" if ok else "MISSED")
-    print(f"  {label:34} {tool:13} {fmt(pt):>10} {fmt(pn):>10} {fmt(ratio):>7}  {verdict}")
+    print(f"  {label:42} {tool:18} {fmt(pt):>10} {fmt(pn):>10} {fmt(ratio):>7}  {verdict}")
 EOF
 echo "# raw outputs:"
 for f in "$work"/pt_*.txt "$work"/ib_*_lat.txt; do echo "## $(basename "$f")"; tail -4 "$f"; done

@@ -159,6 +159,7 @@ Status ContextImpl::create_verbs() {
   vo.recv_depth = config_.verbs_recv_depth;
   vo.sq_depth = config_.verbs_sq_depth;
   vo.chunk = config_.verbs_chunk;
+  vo.qps = config_.verbs_qps;
   vo.check = config_.verbs_check;
   vo.ack_timeout = config_.verbs_timeout;
   vo.retry_count = config_.verbs_retry;

@@ -23,7 +23,13 @@ has() { [[ ",$suites," == *",$1,"* ]]; }
 
 if [[ -z $gid_index ]]; then
   result rxe_up FAIL "no RoCEv2 IPv4 GID on rxe0 (see modprobe.log)"
-  exit 0
+  
+exec_script=$(cmdline exec)
+if [[ -n $exec_script ]]; then
+  export podnet build gid_index ip
+  run_suite exec 900 bash "$exec_script"
+fi
+exit 0
 fi
 result rxe_up PASS "rxe0 on eth0 $ip, RoCEv2 IPv4 GID index $gid_index"
 
@@ -46,6 +52,10 @@ if has xfer; then
   passed=$(grep -o '\[  PASSED  \] [0-9]* test' "$out/xfer_verbs.log" | grep -o '[0-9]*' || echo 0)
   failed=$(grep -o '\[  FAILED  \] [0-9]* test' "$out/xfer_verbs.log" | grep -o '[0-9]*' || echo 0)
   echo "xfer_verbs: $passed gtest cases passed, ${failed:-0} failed" | tee -a "$out/counts.txt"
+  # Data lanes: 4 queue pairs per peer and 64K work requests, so every transfer above 16K
+  # is striped over all four (write_notify's immediate waits for the lanes).
+  run_suite xfer_verbs_lanes 600 env PODNET_TRANSPORT=verbs PODNET_VERBS_QPS=4 PODNET_VERBS_CHUNK=64K \
+    "$build/tests/transport/test_xfer" --gtest_brief=1
   # Nothing in podnet checks one-sided operations here: the NIC must refuse on its own.
   run_suite xfer_verbs_nic_check 180 env PODNET_TRANSPORT=verbs PODNET_VERBS_CHECK=0 bash -c \
     "'$build/tests/transport/test_xfer' --gtest_filter='VerbsNic.*' | tee /dev/stderr | grep -q 'PASSED  \] 1 test'"
@@ -55,6 +65,12 @@ if has p2p; then
   for op in write read send write_notify; do
     run_suite "p2p_${op}_check" 180 env PODNET_TRANSPORT=verbs "$podnet" run -n 2 -- \
       "$podnet" bench p2p -o "$op" -s 1M -n 20 --check
+  done
+  # Unequal PODNET_VERBS_QPS (rank 0 offers 4, rank 1 accepts 2): the pair stripes over 2,
+  # and write_notify's data is checked the moment its notification arrives (lat mode).
+  for mode in write_notify:lat write_notify:bw read:bw send:bw; do
+    run_suite "p2p_lanes_${mode/:/_}" 180 "$src/tests/rdma-lab/lanes.sh" "$podnet" \
+      -o "${mode%:*}" -m "${mode#*:}" -s 4M -n 20
   done
   run_suite p2p_send_lat 120 env PODNET_TRANSPORT=verbs "$podnet" run -n 2 -- \
     "$podnet" bench p2p -o send -m lat -s 8 -n 200 --check
@@ -69,6 +85,12 @@ fi
 
 if has compare; then
   run_suite compare_verbs 600 env PODNET_LAB_GID_INDEX="$gid_index" "$src/bench/compare_verbs.sh" \
-    --podnet "$podnet" --out "$out/compare.txt"
+    --podnet "$podnet" --out "$out/compare.txt" --qps "1 4"
+fi
+
+exec_script=$(cmdline exec)
+if [[ -n $exec_script ]]; then
+  export podnet build gid_index ip
+  run_suite exec 900 bash "$exec_script"
 fi
 exit 0

@@ -11,6 +11,9 @@
 #     --suite NAMES    comma list of guest suites: smoke,xfer,p2p,coll,compare (default: all
 #                      but compare), or none; the guest script is tests/rdma-lab/guest.sh
 #     --two-vm         also run the peer-loss test between two VMs joined by a UDP link
+#     --exec SCRIPT    also run `bash SCRIPT` in the VM once rxe0 is up, as the suite "exec"
+#                      (its output: <out>/vm1/exec.log; $podnet, $build, $gid_index, $ip set);
+#                      for experiments, e.g. a knob sweep with --suite none
 # Prints "N passed, M failed" and exits 0 only if nothing failed; exits 77 (the skip code
 # ctest is told about) when qemu or the kernel package cannot be obtained, saying why.
 # PODNET_LAB_CACHE overrides the cache folder (default: <build-dir>/rdma-lab).
@@ -21,13 +24,15 @@ build_dir="$root/build"
 out=""
 suites="smoke,xfer,p2p,coll"
 two_vm=0
+exec_script=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --build-dir) build_dir=$(cd "$2" && pwd); shift ;;
     --out) out=$2; shift ;;
     --suite) suites=$2; shift ;;
     --two-vm) two_vm=1 ;;
-    -h|--help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --exec) exec_script=$(cd "$(dirname "$2")" && pwd)/$(basename "$2"); shift ;;
+    -h|--help) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "rdma-lab: unknown option '$1'" >&2; exit 2 ;;
   esac
   shift
@@ -110,10 +115,12 @@ boot_vm() {  # name ip netdev-args script cmdline-words timeout
     $netdev -device "virtio-net-pci,netdev=n0,romfile=,mac=52:54:00:4c:00:$(printf %02x "${ip##*.}")" >"$vmout/console.log" 2>&1 || true
 }
 
-guest_args="podnet.build=$build_dir podnet.suites=$suites"
+[[ -z $exec_script || -f $exec_script ]] || fail "--exec $exec_script: no such file"
+[[ $exec_script != *[[:space:]]* ]] || fail "--exec: the path may not contain spaces (it travels on the kernel command line)"
+guest_args="podnet.build=$build_dir podnet.suites=$suites${exec_script:+ podnet.exec=$exec_script}"
 start=$(date +%s)
 echo "rdma-lab: booting $kver under qemu (TCG); suites $suites"
-if [[ $suites != none ]]; then
+if [[ $suites != none || -n $exec_script ]]; then
   boot_vm vm1 10.77.0.1 "-netdev hubport,id=n0,hubid=0" "$root/tests/rdma-lab/guest.sh" "$guest_args" 900
 fi
 if [[ $two_vm -eq 1 ]]; then

@@ -7,6 +7,7 @@
 #include "transport/progress.h"
 #include "transport/registry.h"
 #include "transport/verbs/verbs.h"
+#include "transport/verbs/wire.h"
 
 namespace podnet::testing {
 namespace {
@@ -40,6 +41,38 @@ TEST(VerbsAddress, ReachableOnlyWithADeviceOnBothSidesOfOneFamily) {
   EXPECT_NE(st.message().find("the peer has no usable RDMA device"), std::string::npos) << st.message();
   st = verbs::verbs_reachable(v4, v6);
   EXPECT_NE(st.message().find("GID families differ"), std::string::npos) << st.message();
+}
+
+// The connection-setup record: data lanes are offered and accepted in it, and a bad count
+// or lane number is refused before anything uses it.
+TEST(VerbsWire, HelloDecoderChecksTheDataLanes) {
+  verbs::Hello h;
+  h.qpn = 0x11;
+  h.mtu = 3;
+  h.recv_depth = 8;
+  h.lanes = 3;
+  for (uint32_t i = 0; i < h.lanes; ++i) h.lane_qpn[i] = 0x20 + i;
+  auto d = verbs::decode_hello(&h, sizeof h);
+  ASSERT_TRUE(d.ok()) << d.status().to_string();
+  EXPECT_EQ(d->lanes, 3u);
+  EXPECT_EQ(d->lane_qpn[2], 0x22u);
+
+  verbs::Hello too_many = h;
+  too_many.lanes = verbs::kMaxLanes + 1;
+  Status st = verbs::decode_hello(&too_many, sizeof too_many).status();
+  EXPECT_EQ(st.code(), Code::kProtocol);
+  EXPECT_NE(st.message().find("8 data lanes"), std::string::npos) << st.message();
+
+  verbs::Hello zero_lane = h;
+  zero_lane.lane_qpn[1] = 0;
+  st = verbs::decode_hello(&zero_lane, sizeof zero_lane).status();
+  EXPECT_NE(st.message().find("bad data lane 1"), std::string::npos) << st.message();
+
+  verbs::Hello old = h;
+  old.version = 1;  // before data lanes: a clear refusal, not a misread record
+  st = verbs::decode_hello(&old, sizeof old).status();
+  EXPECT_NE(st.message().find("version 1"), std::string::npos) << st.message();
+  EXPECT_FALSE(verbs::decode_hello(&h, sizeof h - 1).ok());
 }
 
 // On a host without RDMA the transport says so, and the context leaves verbs out of its

@@ -50,17 +50,20 @@ bool VerbsEndpoint::arm() {
 
 std::string VerbsEndpoint::wc_error(const ibv_wc& wc, const char* what) const {
   Device& d = transport_->device();
-  const Hello& peer = req_qp_ && wc.qp_num == req_qp_->qpn() ? peer_req_ : peer_serve_;
+  const QpRef ref = find_qp(wc.qp_num);
+  const Hello& peer = ref.on_req ? peer_req_ : peer_serve_;
   ibv_gid g;
   std::memcpy(g.raw, peer.gid, 16);
-  return fmt::format("{}: {} (local {} port {} GID {}, remote GID {} QP {:#x})", what,
+  const uint32_t qpn = ref.lane > 0 ? peer.lane_qpn[ref.lane - 1] : peer.qpn;
+  return fmt::format("{}: {} (local {} port {} GID {}, remote GID {} QP {:#x}{})", what,
                      wc_status_words(wc.status, transport_->retry_budget_ms()), d.name, d.port, gid_text(d.gid),
-                     gid_text(g), peer.qpn);
+                     gid_text(g), qpn, ref.lane > 0 ? fmt::format(", data lane {}", ref.lane) : std::string());
 }
 
 void VerbsEndpoint::handle(const ibv_wc& wc, Done& done) {
-  const bool on_req = req_qp_ && wc.qp_num == req_qp_->qpn();
-  QueuePair* q = on_req ? req_qp_.get() : serve_qp_.get();
+  const QpRef ref = find_qp(wc.qp_num);
+  const bool on_req = ref.on_req;
+  QueuePair* q = ref.qp;
   if (q == nullptr) return;
   const WrKind kind = wr_kind(wc.wr_id);
   if (kind != WrKind::kRecv) {
@@ -83,6 +86,8 @@ void VerbsEndpoint::handle(const ibv_wc& wc, Done& done) {
   }
   switch (kind) {
     case WrKind::kRecv: {
+      if (ref.lane > 0)
+        return fail_locked(Status::Protocol("from {}: a message on data lane {}", peer_name(), ref.lane), done);
       const uint32_t slot = wr_slot(wc.wr_id);
       if (wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
         uint64_t imm = ntohl(wc.imm_data);
@@ -105,6 +110,7 @@ void VerbsEndpoint::handle(const ibv_wc& wc, Done& done) {
       auto it = ops_.find(wr_op(wc.wr_id));
       if (it == ops_.end()) return;  // failed earlier
       Op& op = it->second;
+      if (ref.lane > 0) --op.lane_outstanding;
       if (--op.outstanding > 0 || !op.all_posted) return;
       if (op.pull) {
         ibv_dereg_mr(op.mr);
@@ -286,8 +292,7 @@ void VerbsEndpoint::start_pull(detail::PostedRecv recv, uint64_t rdv_id, Done& d
 }
 
 void VerbsEndpoint::pump_pulls() {
-  QueuePair& q = *serve_qp_;
-  const size_t chunk = transport_->chunk();
+  const size_t qps = 1 + serve_lanes_.size();
   while (!pulls_.empty()) {
     PullWork& w = pulls_.front();
     auto it = ops_.find(w.op_id);
@@ -295,13 +300,17 @@ void VerbsEndpoint::pump_pulls() {
       pulls_.pop_front();
       continue;
     }
+    const size_t piece = stripe(w.len, qps);
     while (w.posted < w.len) {
+      const size_t lane = (w.posted / piece) % qps;
+      QueuePair& q = lane == 0 ? *serve_qp_ : *serve_lanes_[lane - 1];
       if (q.sq_used >= q.shape().sq_depth) return;
-      size_t n = std::min(chunk, w.len - w.posted);
+      size_t n = std::min(piece, w.len - w.posted);
       if (!post_rdma(q, IBV_WR_RDMA_READ, make_wr_id(WrKind::kPull, 0, w.op_id), w.laddr + w.posted, w.lkey, n,
                      w.raddr + w.posted, w.rkey, 0))
         return;
       ++it->second.outstanding;
+      if (lane > 0) ++it->second.lane_outstanding;
       w.posted += n;
     }
     it->second.all_posted = true;
@@ -340,12 +349,16 @@ void VerbsEndpoint::fail_locked(const Status& why, Done& done, bool quiet) {
   failed_ = why;
   if (quiet) PODNET_INFO(kNet, "verbs: {}: {}", peer_name(), why.message());
   else if (why.code() != Code::kCancelled) PODNET_WARN(kNet, "verbs: {} failed: {}", peer_name(), why.message());
-  for (auto* q : {req_qp_.get(), serve_qp_.get()}) {
-    if (q == nullptr) continue;
+  auto to_error = [](QueuePair* q) {
+    if (q == nullptr) return;
     ibv_qp_attr a{};
     a.qp_state = IBV_QPS_ERR;  // the device stops touching our buffers
     ibv_modify_qp(q->qp(), &a, IBV_QP_STATE);
-  }
+  };
+  to_error(req_qp_.get());
+  to_error(serve_qp_.get());
+  for (auto& q : req_lanes_) to_error(q.get());
+  for (auto& q : serve_lanes_) to_error(q.get());
   for (auto& p : pending_) {
     if (p.kind == Kind::kRts && p.mr) ibv_dereg_mr(p.mr);
     done.reqs.emplace_back(p.req, op_error(*p.req, why));
@@ -402,6 +415,8 @@ void VerbsEndpoint::release_resources() {
   finish(done);
   std::lock_guard pl(poll_mu_);
   std::lock_guard lk(mu_);
+  req_lanes_.clear();
+  serve_lanes_.clear();
   req_qp_.reset();
   serve_qp_.reset();
   if (beat_mr_) ibv_dereg_mr(beat_mr_);

@@ -26,8 +26,9 @@ Status VerbsEndpoint::ensure_cq() {
   if (cq_.load(std::memory_order_acquire) != nullptr) return {};
   const auto& o = transport_->options();
   Device& d = transport_->device();
-  // Both QPs: send queues, the request QP's reply buffers and the serve QP's buffers.
-  int cqe = 2 * o.sq_depth + 3 * o.recv_depth + 64;
+  // Both QPs: send queues, the request QP's reply buffers and the serve QP's buffers; then
+  // each data lane's send queue and its one receive buffer.
+  int cqe = 2 * o.sq_depth + 3 * o.recv_depth + 64 + 2 * (o.qps - 1) * (o.sq_depth + 1);
   ibv_cq* cq = ibv_create_cq(d.ctx, cqe, this, transport_->channel(), 0);
   if (cq == nullptr) return Status::Unavailable("{}: ibv_create_cq({}): {}", d.name, cqe, std::strerror(errno));
   beat_.assign(8, std::byte{0});
@@ -41,7 +42,8 @@ Status VerbsEndpoint::ensure_cq() {
   return {};
 }
 
-Hello VerbsEndpoint::hello(Hello::Kind kind, const QueuePair& q) const {
+Hello VerbsEndpoint::hello(Hello::Kind kind, const QueuePair& q,
+                           const std::vector<std::unique_ptr<QueuePair>>& lanes) const {
   Device& d = transport_->device();
   Hello h;
   h.kind = kind;
@@ -56,7 +58,47 @@ Hello VerbsEndpoint::hello(Hello::Kind kind, const QueuePair& q) const {
   h.beat_addr = reinterpret_cast<uint64_t>(beat_.data());
   h.beat_rkey = beat_mr_->rkey;
   h.max_rd_atom = static_cast<uint32_t>(d.max_rd_atom);
+  h.lanes = static_cast<uint32_t>(lanes.size());
+  for (size_t i = 0; i < lanes.size(); ++i) {
+    h.lane_qpn[i] = lanes[i]->qpn();
+    h.lane_psn[i] = lanes[i]->psn();
+  }
   return h;
+}
+
+// A data lane carries RDMA WRITE/READ only: no messages, so one receive buffer (never used)
+// and one send slot (QueuePair wants a non-empty slab).
+Status VerbsEndpoint::create_lanes(std::vector<std::unique_ptr<QueuePair>>& lanes, size_t n) {
+  QpShape s;
+  s.sq_depth = transport_->options().sq_depth;
+  s.recv_depth = 1;
+  s.recv_size = 64;
+  s.send_slots = 1;
+  s.slot_size = 64;
+  lanes.clear();
+  for (size_t i = 0; i < n; ++i) {
+    PODNET_ASSIGN_OR_RETURN(auto q, QueuePair::create(transport_->device(), cq(), s));
+    lanes.push_back(std::move(q));
+  }
+  return {};
+}
+
+size_t VerbsEndpoint::stripe(size_t len, size_t qps) const {
+  const size_t chunk = transport_->chunk();
+  if (qps <= 1 || len <= kStripeMin) return chunk;
+  size_t per = (len + qps - 1) / qps;
+  per = (per + 4095) & ~size_t{4095};
+  return std::min(chunk, std::max(kStripeMin, per));
+}
+
+VerbsEndpoint::QpRef VerbsEndpoint::find_qp(uint32_t qpn) const {
+  if (req_qp_ && req_qp_->qpn() == qpn) return {req_qp_.get(), true, 0};
+  if (serve_qp_ && serve_qp_->qpn() == qpn) return {serve_qp_.get(), false, 0};
+  for (size_t i = 0; i < req_lanes_.size(); ++i)
+    if (req_lanes_[i]->qpn() == qpn) return {req_lanes_[i].get(), true, static_cast<int>(i) + 1};
+  for (size_t i = 0; i < serve_lanes_.size(); ++i)
+    if (serve_lanes_[i]->qpn() == qpn) return {serve_lanes_[i].get(), false, static_cast<int>(i) + 1};
+  return {};
 }
 
 QpShape VerbsEndpoint::shape(bool request_qp) const {
@@ -83,8 +125,9 @@ Result<Hello> VerbsEndpoint::start_request_qp() {
   if (!failed_.ok()) return failed_;
   PODNET_RETURN_IF_ERROR(ensure_cq());
   PODNET_ASSIGN_OR_RETURN(req_qp_, QueuePair::create(transport_->device(), cq(), shape(true)));
+  PODNET_RETURN_IF_ERROR(create_lanes(req_lanes_, static_cast<size_t>(transport_->options().qps - 1)));
   created_ns_ = now_ns();
-  return hello(Hello::kHello, *req_qp_);
+  return hello(Hello::kHello, *req_qp_, req_lanes_);
 }
 
 bool VerbsEndpoint::request_started() const {
@@ -97,7 +140,17 @@ Status VerbsEndpoint::on_reply(const Hello& reply) {
   {
     std::lock_guard lk(mu_);
     if (!failed_.ok() || !req_qp_) return failed_;
-    if (Status st = req_qp_->connect(reply, transport_->options()); !st.ok()) {
+    Status st = req_qp_->connect(reply, transport_->options());
+    if (st.ok() && reply.lanes > req_lanes_.size())
+      st = Status::Protocol("the peer accepted {} data lanes, {} were offered", reply.lanes, req_lanes_.size());
+    if (st.ok()) req_lanes_.resize(reply.lanes);  // the peer's PODNET_VERBS_QPS may be smaller
+    for (size_t i = 0; st.ok() && i < req_lanes_.size(); ++i) {
+      Hello lane = reply;
+      lane.qpn = reply.lane_qpn[i];
+      lane.psn = reply.lane_psn[i];
+      st = req_lanes_[i]->connect(lane, transport_->options());
+    }
+    if (!st.ok()) {
       fail_locked(Status::PeerFailed("connecting the queue pair: {}", st.message()), done);
     } else {
       peer_req_ = reply;
@@ -106,9 +159,9 @@ Status VerbsEndpoint::on_reply(const Hello& reply) {
       ibv_gid g;
       std::memcpy(g.raw, reply.gid, 16);
       Device& d = transport_->device();
-      PODNET_INFO(kNet, "verbs: {} connected: {} port {} GID {} ({}) -> GID {}, MTU {}, QP {:#x} -> {:#x}",
+      PODNET_INFO(kNet, "verbs: {} connected: {} port {} GID {} ({}) -> GID {}, MTU {}, QP {:#x} -> {:#x}, {} QPs",
                   peer_name(), d.name, d.port, d.gid_index, gid_text(d.gid), gid_text(g),
-                  mtu_bytes(req_qp_->path_mtu()), req_qp_->qpn(), reply.qpn);
+                  mtu_bytes(req_qp_->path_mtu()), req_qp_->qpn(), reply.qpn, 1 + req_lanes_.size());
       pump(done);
     }
   }
@@ -123,8 +176,16 @@ Result<Hello> VerbsEndpoint::accept_serve_qp(const Hello& h) {
   PODNET_RETURN_IF_ERROR(ensure_cq());
   PODNET_ASSIGN_OR_RETURN(serve_qp_, QueuePair::create(transport_->device(), cq(), shape(false)));
   PODNET_RETURN_IF_ERROR(serve_qp_->connect(h, transport_->options()));
+  const auto lanes = std::min<size_t>(h.lanes, static_cast<size_t>(transport_->options().qps - 1));
+  PODNET_RETURN_IF_ERROR(create_lanes(serve_lanes_, lanes));
+  for (size_t i = 0; i < lanes; ++i) {
+    Hello lane = h;
+    lane.qpn = h.lane_qpn[i];
+    lane.psn = h.lane_psn[i];
+    PODNET_RETURN_IF_ERROR(serve_lanes_[i]->connect(lane, transport_->options()));
+  }
   peer_serve_ = h;
-  return hello(Hello::kReply, *serve_qp_);
+  return hello(Hello::kReply, *serve_qp_, serve_lanes_);
 }
 
 std::shared_ptr<detail::RequestState> VerbsEndpoint::new_request(const char* op) {
@@ -407,17 +468,22 @@ bool VerbsEndpoint::pump_one_sided(Pending& p, Done& done) {
     ops_[p.op_id].req = p.req;
   }
   Op& op = ops_[p.op_id];
-  QueuePair& q = *req_qp_;
-  const size_t chunk = transport_->chunk();
+  const size_t qps = 1 + req_lanes_.size();
+  const size_t piece = stripe(p.len, qps);
   const bool imm32 = p.imm <= 0xFFFFFFFFull;
   while (!p.data_posted) {
-    size_t n = std::min(chunk, p.len - p.posted);
+    size_t n = std::min(piece, p.len - p.posted);
     bool last = p.posted + n == p.len;
     bool with_imm = last && p.notify && imm32;
     if (n == 0 && !with_imm) {  // an empty write_notify with a 64-bit immediate: only the message
       p.data_posted = true;
       break;
     }
+    // Stripes round-robin over the QPs; the immediate rides the main QP after every stripe
+    // on a lane was acknowledged (RC orders each QP alone).
+    const size_t lane = with_imm ? 0 : (p.posted / piece) % qps;
+    QueuePair& q = lane == 0 ? *req_qp_ : *req_lanes_[lane - 1];
+    if (with_imm && op.lane_outstanding > 0) return false;
     if (q.sq_used >= q.shape().sq_depth || (with_imm && credits_ <= 0)) return false;
     ibv_wr_opcode opc = p.kind == Kind::kRead ? IBV_WR_RDMA_READ
                         : with_imm            ? IBV_WR_RDMA_WRITE_WITH_IMM
@@ -428,10 +494,12 @@ bool VerbsEndpoint::pump_one_sided(Pending& p, Done& done) {
       return true;  // pump() fails the endpoint
     if (with_imm) --credits_;
     ++op.outstanding;
+    if (lane > 0) ++op.lane_outstanding;
     p.posted += n;
     p.data_posted = last;
   }
   if (p.notify && !imm32) {
+    if (op.lane_outstanding > 0) return false;  // as above: every stripe placed first
     // RC keeps order: the message arrives after the data it follows is placed.
     Msg m;
     m.type = MsgType::kNotify;

@@ -2,7 +2,11 @@
 // side connected: our operations go out on it and the peer's replies come back on it. The
 // "serve" QP is the one the peer connected: the peer's operations arrive there and our
 // replies (and rendezvous reads) leave from it. Self-connection is the same thing with both
-// QPs in one process. Both QPs share this endpoint's completion queue.
+// QPs in one process. All QPs share this endpoint's completion queue.
+// With PODNET_VERBS_QPS = K > 1 each side also has K-1 "data lanes" per direction: RC QPs
+// that carry only RDMA WRITE/READ chunks. A one-sided transfer (or rendezvous pull) above
+// kStripeMin is cut into K stripes that go out on the request QP and the lanes at once;
+// messages, immediates and heartbeats stay on the two main QPs.
 //
 // Protocols:
 //   write / read   RDMA WRITE / READ, split into work requests of at most the chunk size.
@@ -13,7 +17,9 @@
 //                  grants exactly what podnet granted. A deregistered region's MR is gone and
 //                  the target sends kRevoke to the peers that resolved it.
 //   write_notify   the last chunk is RDMA WRITE_WITH_IMM (imm < 2^32) or a WRITE followed by
-//                  a kNotify message; RC ordering places the data first.
+//                  a kNotify message; RC ordering places the data first. RC orders one QP
+//                  only: when stripes went out on lanes, the last chunk waits for their
+//                  completions (each one the target's acknowledgement that it was placed).
 //   send           <= eager max: the payload is copied into a send slot and the request
 //                  completes (the buffer is reusable); kEager lands in a receive buffer.
 //                  Larger: the buffer is registered, kRts announces it; the receiver, once a
@@ -104,6 +110,7 @@ class VerbsEndpoint : public detail::TransportEndpoint, public std::enable_share
   struct Op {  // a one-sided operation or a rendezvous pull with work requests in flight
     Req req;
     int outstanding = 0;
+    int lane_outstanding = 0;  // of those, on data lanes (write_notify's last chunk waits for 0)
     bool all_posted = false;
     bool pull = false;
     ibv_mr* mr = nullptr;      // pull: the registered receive buffer
@@ -136,8 +143,20 @@ class VerbsEndpoint : public detail::TransportEndpoint, public std::enable_share
     Status matcher_failure;
   };
 
+  static constexpr size_t kStripeMin = 16 << 10;  // smaller transfers use the main QP only
+
+  // The QP a completion came from: main or lane, request side or serve side.
+  struct QpRef {
+    QueuePair* qp = nullptr;
+    bool on_req = false;
+    int lane = 0;  // 0: the main QP; i > 0: data lane i
+  };
+  QpRef find_qp(uint32_t qpn) const;
+  // The stripe of a transfer of len bytes over `qps` queue pairs (chunk when not striped).
+  size_t stripe(size_t len, size_t qps) const;
+  Status create_lanes(std::vector<std::unique_ptr<QueuePair>>& lanes, size_t n);
   Status ensure_cq();
-  Hello hello(Hello::Kind kind, const QueuePair& q) const;
+  Hello hello(Hello::Kind kind, const QueuePair& q, const std::vector<std::unique_ptr<QueuePair>>& lanes) const;
   QpShape shape(bool request_qp) const;
   std::shared_ptr<detail::RequestState> new_request(const char* op);
   Req failed_request(const char* op, const Status& why);
@@ -171,6 +190,7 @@ class VerbsEndpoint : public detail::TransportEndpoint, public std::enable_share
 
   mutable std::mutex mu_;  // everything below
   std::unique_ptr<QueuePair> req_qp_, serve_qp_;
+  std::vector<std::unique_ptr<QueuePair>> req_lanes_, serve_lanes_;  // data lanes (PODNET_VERBS_QPS - 1)
   Hello peer_req_{}, peer_serve_{};  // the peer's hellos (GID, heartbeat target)
   bool connected_ = false;
   int credits_ = 0;

@@ -13,7 +13,8 @@
 namespace podnet::verbs {
 
 inline constexpr uint32_t kHelloMagic = 0x50445642;  // "PDVB"
-inline constexpr uint16_t kVersion = 1;
+inline constexpr uint16_t kVersion = 2;       // 2: data lanes (several queue pairs per peer)
+inline constexpr uint32_t kMaxLanes = 7;       // extra queue pairs per peer (PODNET_VERBS_QPS <= 8)
 
 struct Hello {
   enum Kind : uint16_t { kHello = 1, kReply = 2, kRefuse = 3 };
@@ -31,9 +32,16 @@ struct Hello {
   uint64_t beat_addr = 0;   // 8 bytes the peer may RDMA-write as a liveness probe
   uint32_t beat_rkey = 0;
   uint32_t max_rd_atom = 0;
+  // Data lanes: extra RC queue pairs that carry only RDMA WRITE/READ chunks of large
+  // transfers. A hello offers the sender's lanes; the reply accepts the smaller count and
+  // names the lanes that connect to the first `lanes` offered, in order.
+  uint32_t lanes = 0;
+  uint32_t lane_qpn[kMaxLanes] = {};
+  uint32_t lane_psn[kMaxLanes] = {};
+  uint32_t reserved = 0;
   char why[64] = {};        // kRefuse: the reason
 };
-static_assert(sizeof(Hello) == 136);
+static_assert(sizeof(Hello) == 200);
 
 inline Result<Hello> decode_hello(const void* data, size_t n) {
   if (n != sizeof(Hello)) return Status::Protocol("verbs hello of {} bytes (expected {})", n, sizeof(Hello));
@@ -46,6 +54,12 @@ inline Result<Hello> decode_hello(const void* data, size_t n) {
   if (h.kind != Hello::kRefuse && (h.qpn == 0 || h.qpn > 0xFFFFFF || h.mtu < 1 || h.mtu > 5 || h.recv_depth == 0))
     return Status::Protocol("verbs hello with bad fields (qpn {:#x}, mtu {}, receive depth {})", h.qpn, h.mtu,
                             h.recv_depth);
+  if (h.kind != Hello::kRefuse) {
+    if (h.lanes > kMaxLanes) return Status::Protocol("verbs hello with {} data lanes (at most {})", h.lanes, kMaxLanes);
+    for (uint32_t i = 0; i < h.lanes; ++i)
+      if (h.lane_qpn[i] == 0 || h.lane_qpn[i] > 0xFFFFFF)
+        return Status::Protocol("verbs hello with bad data lane {} (qpn {:#x})", i, h.lane_qpn[i]);
+  }
   h.why[sizeof h.why - 1] = '\0';
   return h;
 }
