@@ -52,6 +52,7 @@ class ProgressEngine {
     bool busy_poll = false;
     int tick_ms = 20;  // housekeeping period
     int yield_every = 4;  // spinning waiters call sched_yield() every this many turns
+                          // while the host has more runnable threads than CPUs
   };
   static Result<std::unique_ptr<ProgressEngine>> create(const Options& options);
   ~ProgressEngine();
@@ -72,8 +73,9 @@ class ProgressEngine {
   void start();
   void stop();  // joins the background thread; idempotent
 
-  // Polls once; waits up to timeout_ms for events (0: never blocks). Returns events handled.
-  int poll(int timeout_ms);
+  // Polls once; waits up to timeout_ms for events (0: never blocks). Returns events handled
+  // (pollers' work included); *fd_events, when given, is the number of descriptor events.
+  int poll(int timeout_ms, int* fd_events = nullptr);
   // Drives progress until the request completes or the deadline (CLOCK_MONOTONIC ns) passes.
   Status wait(RequestState& request, int64_t deadline_ns);
   void wake();  // interrupts a blocked poll
@@ -81,6 +83,7 @@ class ProgressEngine {
  private:
   explicit ProgressEngine(const Options& options) : options_(options) {}
   void background_loop();
+  void refresh_crowded();
   int run_pollers();
 
   static constexpr int kMaxPollers = 4;
@@ -100,6 +103,14 @@ class ProgressEngine {
   // of epoll_wait() + recv() when the reply it waits for arrives there).
   std::atomic<EventHandler*> hot_{nullptr};
   unsigned yield_mask_ = 3;
+  // More runnable threads than CPUs on this host (/proc/loadavg, refreshed every tick):
+  // spinning waiters then yield every yield_every turns, else only every kQuietYieldMask+1.
+  std::atomic<bool> crowded_{true};
+  int ncpus_ = 1;
+  // A spinning waiter calls epoll_wait() every (epoll_mask_+1) turns: 8 while sockets are in
+  // play, backing off to 64 while no socket had input and epoll finds nothing (shm and verbs
+  // waits progress through the pollers and need no system call).
+  std::atomic<unsigned> epoll_mask_{7};
   Poller* pollers_[kMaxPollers] = {};
   std::atomic<int> npollers_{0};
 };

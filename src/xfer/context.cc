@@ -160,6 +160,7 @@ Status ContextImpl::create_verbs() {
   vo.sq_depth = config_.verbs_sq_depth;
   vo.chunk = config_.verbs_chunk;
   vo.qps = config_.verbs_qps;
+  vo.inline_bytes = config_.verbs_inline;
   vo.check = config_.verbs_check;
   vo.ack_timeout = config_.verbs_timeout;
   vo.retry_count = config_.verbs_retry;

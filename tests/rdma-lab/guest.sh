@@ -52,8 +52,9 @@ if has xfer; then
   passed=$(grep -o '\[  PASSED  \] [0-9]* test' "$out/xfer_verbs.log" | grep -o '[0-9]*' || echo 0)
   failed=$(grep -o '\[  FAILED  \] [0-9]* test' "$out/xfer_verbs.log" | grep -o '[0-9]*' || echo 0)
   echo "xfer_verbs: $passed gtest cases passed, ${failed:-0} failed" | tee -a "$out/counts.txt"
-  # Data lanes: 4 queue pairs per peer and 64K work requests, so every transfer above 16K
-  # is striped over all four (write_notify's immediate waits for the lanes).
+  # Data lanes: 4 queue pairs per peer and 64K work requests: transfers from 256K are striped
+  # over all four (write_notify's immediate waits for the lanes), smaller ones go whole to
+  # the QPs in turn.
   run_suite xfer_verbs_lanes 600 env PODNET_TRANSPORT=verbs PODNET_VERBS_QPS=4 PODNET_VERBS_CHUNK=64K \
     "$build/tests/transport/test_xfer" --gtest_brief=1
   # Nothing in podnet checks one-sided operations here: the NIC must refuse on its own.

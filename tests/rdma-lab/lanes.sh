@@ -1,7 +1,7 @@
 #!/bin/bash
 # Data lanes in the lab VM: two ranks over verbs where rank 0 offers 4 queue pairs per peer
 # (PODNET_VERBS_QPS=4) and rank 1 only 2, with 64K work requests, so the pair must settle on
-# 2 and stripe every transfer above 16K over both. Runs `podnet bench p2p ARGS... --check`
+# 2 and stripe every transfer from 256K over both. Runs `podnet bench p2p ARGS... --check`
 # and fails unless the payloads check out and both ranks logged the negotiated 2 QPs.
 #   lanes.sh PODNET ARGS...
 set -u

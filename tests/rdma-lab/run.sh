@@ -108,7 +108,7 @@ boot_vm() {  # name ip netdev-args script cmdline-words timeout
   timeout --foreground -k 10 "$limit" qemu-system-x86_64 -accel tcg -cpu max -smp 2 -m 1536 \
     -nodefaults -no-user-config -display none -serial stdio -no-reboot \
     -kernel "$kernel" -initrd "$initrd" \
-    -append "console=ttyS0 quiet panic=-1 net.ifnames=0 podnet.kver=$kver podnet.script=$script podnet.ip=$ip $args" \
+    -append "console=ttyS0 quiet panic=-1 net.ifnames=0 clocksource=tsc tsc=reliable podnet.kver=$kver podnet.script=$script podnet.ip=$ip $args" \
     -virtfs local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap \
     -virtfs "local,path=$kroot/lib/modules,mount_tag=kmods,security_model=none,readonly=on" \
     -virtfs "local,path=$vmout,mount_tag=labout,security_model=none" \

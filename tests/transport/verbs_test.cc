@@ -7,6 +7,7 @@
 #include "transport/progress.h"
 #include "transport/registry.h"
 #include "transport/verbs/verbs.h"
+#include "transport/verbs/send_queue.h"
 #include "transport/verbs/wire.h"
 
 namespace podnet::testing {
@@ -73,6 +74,34 @@ TEST(VerbsWire, HelloDecoderChecksTheDataLanes) {
   st = verbs::decode_hello(&old, sizeof old).status();
   EXPECT_NE(st.message().find("version 1"), std::string::npos) << st.message();
   EXPECT_FALSE(verbs::decode_hello(&h, sizeof h - 1).ok());
+}
+
+// Selective signaling: unsignaled sends stay counted until a later signaled one completes,
+// every kSignalEvery-th send is signaled, and so is the one that nearly fills the queue (so
+// a full queue always has a completion coming).
+TEST(VerbsSendQueue, SignaledCompletionRetiresTheUnsignaledRunBeforeIt) {
+  verbs::SendQueueCount sq(64);
+  int signaled = 0;
+  for (int i = 0; i < 40; ++i) {
+    bool s = sq.want_signal();
+    signaled += s;
+    sq.posted(s);
+  }
+  EXPECT_EQ(signaled, 40 / verbs::SendQueueCount::kSignalEvery);  // the 16th and the 32nd
+  EXPECT_EQ(sq.used(), 40);
+  sq.completed();  // the 16th: it and the 15 before it
+  EXPECT_EQ(sq.used(), 24);
+  sq.completed();
+  EXPECT_EQ(sq.used(), 8);  // 8 unsignaled wait for the next signaled one
+
+  verbs::SendQueueCount small(8);
+  for (int i = 0; i < 6; ++i) small.posted(small.want_signal());
+  EXPECT_TRUE(small.want_signal()) << "one slot from full: the next must be signaled";
+  small.posted(true);
+  small.posted(small.want_signal());
+  EXPECT_TRUE(small.full());
+  small.completed();
+  EXPECT_LT(small.used(), 2) << "the first signaled completion retires the run before it";
 }
 
 // On a host without RDMA the transport says so, and the context leaves verbs out of its

@@ -39,6 +39,7 @@ class TcpTransport::Listener : public detail::EventHandler {
   Listener(TcpTransport* t, int fd) : t_(t), fd_(fd) {}
   ~Listener() override { close(fd_); }
   void on_event(uint32_t) override { t_->accept_ready(fd_); }
+  bool spin_target() const noexcept override { return false; }  // accept() is not worth spinning on
   int fd() const { return fd_; }
 
  private:

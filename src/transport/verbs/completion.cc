@@ -67,7 +67,7 @@ void VerbsEndpoint::handle(const ibv_wc& wc, Done& done) {
   if (q == nullptr) return;
   const WrKind kind = wr_kind(wc.wr_id);
   if (kind != WrKind::kRecv) {
-    --q->sq_used;
+    q->sq.completed();
     if (kind == WrKind::kSlot) q->give_slot(static_cast<int>(wr_slot(wc.wr_id)));
   }
   if (wc.status != IBV_WC_SUCCESS) {
@@ -128,7 +128,7 @@ void VerbsEndpoint::handle(const ibv_wc& wc, Done& done) {
       return;
     }
     default:
-      return;  // kSlot, kBeat: accounted above
+      return;  // kSlot, kInline, kBeat: accounted above
   }
 }
 
@@ -302,9 +302,9 @@ void VerbsEndpoint::pump_pulls() {
     }
     const size_t piece = stripe(w.len, qps);
     while (w.posted < w.len) {
-      const size_t lane = (w.posted / piece) % qps;
+      const size_t lane = pick_lane(w.len, w.posted, piece, qps, w.lane, next_pull_lane_);
       QueuePair& q = lane == 0 ? *serve_qp_ : *serve_lanes_[lane - 1];
-      if (q.sq_used >= q.shape().sq_depth) return;
+      if (q.sq.full()) return;
       size_t n = std::min(piece, w.len - w.posted);
       if (!post_rdma(q, IBV_WR_RDMA_READ, make_wr_id(WrKind::kPull, 0, w.op_id), w.laddr + w.posted, w.lkey, n,
                      w.raddr + w.posted, w.rkey, 0))
@@ -396,7 +396,7 @@ void VerbsEndpoint::tick(int64_t now) {
                                        o.connect_timeout_ms),
                     done);
     } else if (now - last_post_ns_ > int64_t{o.heartbeat_ms} * 1000000 &&
-               req_qp_->sq_used < req_qp_->shape().sq_depth) {
+               !req_qp_->sq.full()) {
       // An RDMA write the peer's CPU never sees: a dead host or path becomes "retry exceeded".
       post_rdma(*req_qp_, IBV_WR_RDMA_WRITE, make_wr_id(WrKind::kBeat, 0, 0), beat_.data(), beat_mr_->lkey,
                 beat_.size(), peer_req_.beat_addr, peer_req_.beat_rkey, 0);

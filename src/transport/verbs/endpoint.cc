@@ -85,10 +85,17 @@ Status VerbsEndpoint::create_lanes(std::vector<std::unique_ptr<QueuePair>>& lane
 
 size_t VerbsEndpoint::stripe(size_t len, size_t qps) const {
   const size_t chunk = transport_->chunk();
-  if (qps <= 1 || len <= kStripeMin) return chunk;
+  if (qps <= 1 || len < kStripeMin) return chunk;
   size_t per = (len + qps - 1) / qps;
   per = (per + 4095) & ~size_t{4095};
-  return std::min(chunk, std::max(kStripeMin, per));
+  return std::min(chunk, per);
+}
+
+size_t VerbsEndpoint::pick_lane(size_t len, size_t posted, size_t piece, size_t qps, int& lane, size_t& next) {
+  if (qps <= 1) return 0;
+  if (len >= kStripeMin) return (posted / piece) % qps;
+  if (lane < 0) lane = static_cast<int>(next++ % qps);
+  return static_cast<size_t>(lane);
 }
 
 VerbsEndpoint::QpRef VerbsEndpoint::find_qp(uint32_t qpn) const {
@@ -105,6 +112,7 @@ QpShape VerbsEndpoint::shape(bool request_qp) const {
   const auto& o = transport_->options();
   QpShape s;
   s.sq_depth = o.sq_depth;
+  s.inline_bytes = static_cast<uint32_t>(o.inline_bytes);
   if (request_qp) {
     s.recv_depth = 2 * o.recv_depth + 16;  // replies: one per request at most, plus credits and revokes
     s.recv_size = sizeof(Msg);
@@ -159,9 +167,10 @@ Status VerbsEndpoint::on_reply(const Hello& reply) {
       ibv_gid g;
       std::memcpy(g.raw, reply.gid, 16);
       Device& d = transport_->device();
-      PODNET_INFO(kNet, "verbs: {} connected: {} port {} GID {} ({}) -> GID {}, MTU {}, QP {:#x} -> {:#x}, {} QPs",
+      PODNET_INFO(kNet, "verbs: {} connected: {} port {} GID {} ({}) -> GID {}, MTU {}, QP {:#x} -> {:#x}, inline {} B, {} QPs",
                   peer_name(), d.name, d.port, d.gid_index, gid_text(d.gid), gid_text(g),
-                  mtu_bytes(req_qp_->path_mtu()), req_qp_->qpn(), reply.qpn, 1 + req_lanes_.size());
+                  mtu_bytes(req_qp_->path_mtu()), req_qp_->qpn(), reply.qpn, req_qp_->max_inline(),
+                  1 + req_lanes_.size());
       pump(done);
     }
   }
@@ -357,7 +366,29 @@ bool VerbsEndpoint::post_reply(Msg m) {
 
 // Copies the message (and payload) into a free send slot of q and posts it as a SEND.
 bool VerbsEndpoint::post_slot(QueuePair& q, const Msg& m, const void* payload, size_t len, const char* what) {
-  if (q.sq_used >= q.shape().sq_depth) return false;
+  if (q.sq.full()) return false;
+  if (sizeof m + len <= q.max_inline()) {
+    // Small: inline from the stack, mostly unsignaled (no slot to give back, no completion
+    // to reap per message). Measured in the lab: docs/verbs.md.
+    alignas(8) std::byte buf[kMaxInline];
+    std::memcpy(buf, &m, sizeof m);
+    if (len > 0) std::memcpy(buf + sizeof m, payload, len);
+    ibv_sge sge{reinterpret_cast<uint64_t>(buf), static_cast<uint32_t>(sizeof m + len), 0};
+    ibv_send_wr wr{};
+    const bool signaled = q.sq.want_signal();
+    wr.wr_id = make_wr_id(WrKind::kInline, 0, 0);
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    wr.opcode = IBV_WR_SEND;
+    wr.send_flags = IBV_SEND_INLINE | (signaled ? IBV_SEND_SIGNALED : 0);
+    ibv_send_wr* bad = nullptr;
+    if (int rc = ibv_post_send(q.qp(), &wr, &bad)) {
+      post_failed_ = Status::PeerFailed("{}: {}", what, std::strerror(rc));
+      return false;
+    }
+    q.sq.posted(signaled);
+    return true;
+  }
   int slot = q.take_slot();
   if (slot < 0) return false;
   std::byte* p = q.slot(slot);
@@ -376,7 +407,7 @@ bool VerbsEndpoint::post_slot(QueuePair& q, const Msg& m, const void* payload, s
     post_failed_ = Status::PeerFailed("{}: {}", what, std::strerror(rc));
     return false;
   }
-  ++q.sq_used;
+  q.sq.posted(true);
   return true;
 }
 
@@ -397,7 +428,7 @@ bool VerbsEndpoint::post_rdma(QueuePair& q, ibv_wr_opcode opcode, uint64_t wr_id
     post_failed_ = Status::PeerFailed("ibv_post_send: {}", std::strerror(rc));
     return false;
   }
-  ++q.sq_used;
+  q.sq.posted(true);
   last_post_ns_ = now_ns();
   return true;
 }
@@ -479,12 +510,14 @@ bool VerbsEndpoint::pump_one_sided(Pending& p, Done& done) {
       p.data_posted = true;
       break;
     }
-    // Stripes round-robin over the QPs; the immediate rides the main QP after every stripe
-    // on a lane was acknowledged (RC orders each QP alone).
-    const size_t lane = with_imm ? 0 : (p.posted / piece) % qps;
+    // Stripes round-robin over the QPs (a small transfer goes whole to the next QP; with an
+    // immediate, to the main QP); the immediate rides the main QP after every stripe on a
+    // lane was acknowledged (RC orders each QP alone).
+    if (p.notify && p.len < kStripeMin) p.lane = 0;
+    const size_t lane = with_imm ? 0 : pick_lane(p.len, p.posted, piece, qps, p.lane, next_lane_);
     QueuePair& q = lane == 0 ? *req_qp_ : *req_lanes_[lane - 1];
     if (with_imm && op.lane_outstanding > 0) return false;
-    if (q.sq_used >= q.shape().sq_depth || (with_imm && credits_ <= 0)) return false;
+    if (q.sq.full() || (with_imm && credits_ <= 0)) return false;
     ibv_wr_opcode opc = p.kind == Kind::kRead ? IBV_WR_RDMA_READ
                         : with_imm            ? IBV_WR_RDMA_WRITE_WITH_IMM
                                               : IBV_WR_RDMA_WRITE;

@@ -100,6 +100,7 @@ class VerbsEndpoint : public detail::TransportEndpoint, public std::enable_share
     size_t len = 0, posted = 0;
     bool data_posted = false;
     bool notify = false;
+    int lane = -1;  // a whole (unstriped) transfer's QP once chosen
     uint64_t imm = 0;
     uint64_t op_id = 0;
     // messages
@@ -136,6 +137,7 @@ class VerbsEndpoint : public detail::TransportEndpoint, public std::enable_share
     std::byte* laddr;
     uint32_t lkey;
     size_t len, posted;
+    int lane = -1;
   };
   // Completions collected under mu_ and delivered after it is released (a callback may post).
   struct Done {
@@ -143,7 +145,9 @@ class VerbsEndpoint : public detail::TransportEndpoint, public std::enable_share
     Status matcher_failure;
   };
 
-  static constexpr size_t kStripeMin = 16 << 10;  // smaller transfers use the main QP only
+  // With data lanes, a transfer below kStripeMin goes whole to one QP, round-robin per
+  // operation (write_notify: the main QP); from kStripeMin it is cut into one stripe per QP.
+  static constexpr size_t kStripeMin = 256 << 10;
 
   // The QP a completion came from: main or lane, request side or serve side.
   struct QpRef {
@@ -154,6 +158,9 @@ class VerbsEndpoint : public detail::TransportEndpoint, public std::enable_share
   QpRef find_qp(uint32_t qpn) const;
   // The stripe of a transfer of len bytes over `qps` queue pairs (chunk when not striped).
   size_t stripe(size_t len, size_t qps) const;
+  // The QP (0: main, i: lane i) for the piece at `posted` of a transfer striped by `piece`;
+  // a whole transfer keeps the lane it was given (`lane`, from the round-robin `next`).
+  static size_t pick_lane(size_t len, size_t posted, size_t piece, size_t qps, int& lane, size_t& next);
   Status create_lanes(std::vector<std::unique_ptr<QueuePair>>& lanes, size_t n);
   Status ensure_cq();
   Hello hello(Hello::Kind kind, const QueuePair& q, const std::vector<std::unique_ptr<QueuePair>>& lanes) const;
@@ -204,6 +211,7 @@ class VerbsEndpoint : public detail::TransportEndpoint, public std::enable_share
   std::unordered_map<uint64_t, RtsInfo> rts_;       // announced rendezvous messages
   std::vector<uint64_t> served_keys_;               // keys this peer resolved here
   uint64_t next_op_ = 1, next_rdv_ = 1;
+  size_t next_lane_ = 0, next_pull_lane_ = 0;  // round-robin of whole transfers over the QPs
   Status failed_;
   Status post_failed_;  // an ibv_post_send error inside pump(): fails the endpoint there
   int64_t created_ns_ = 0, last_post_ns_ = 0;

@@ -25,10 +25,16 @@ Result<std::unique_ptr<QueuePair>> QueuePair::create(Device& d, ibv_cq* cq, cons
   ia.cap.max_recv_wr = static_cast<uint32_t>(shape.recv_depth);
   ia.cap.max_send_sge = 1;
   ia.cap.max_recv_sge = 1;
+  ia.cap.max_inline_data = shape.inline_bytes;
   q->qp_ = ibv_create_qp(d.pd, &ia);
+  if (q->qp_ == nullptr && shape.inline_bytes > 0) {  // a device without inline sends: without
+    ia.cap.max_inline_data = 0;
+    q->qp_ = ibv_create_qp(d.pd, &ia);
+  }
   if (q->qp_ == nullptr)
     return Status::Unavailable("{}: ibv_create_qp (send depth {}, receive depth {}): {}", d.name, shape.sq_depth,
                                shape.recv_depth, std::strerror(errno));
+  q->max_inline_ = std::min<uint32_t>(ia.cap.max_inline_data, shape.inline_bytes);
   static thread_local std::mt19937 rng{std::random_device{}()};
   q->psn_ = rng() & 0xFFFFFF;
 

@@ -96,6 +96,8 @@ Result<std::unique_ptr<VerbsTransport>> VerbsTransport::create(detail::ProgressE
     return Status::InvalidArgument("PODNET_VERBS_SQ_DEPTH={}: expected 8 .. 16384", o.sq_depth);
   if (o.eager_max < 64 || o.eager_max > (1u << 20))
     return Status::InvalidArgument("PODNET_VERBS_EAGER_MAX={}: expected 64 .. 1M", o.eager_max);
+  if (o.inline_bytes > kMaxInline)
+    return Status::InvalidArgument("PODNET_VERBS_INLINE={}: expected 0 .. {}", o.inline_bytes, kMaxInline);
   if (o.qps < 1 || o.qps > static_cast<int>(kMaxLanes) + 1)
     return Status::InvalidArgument("PODNET_VERBS_QPS={}: expected 1 .. {}", o.qps, kMaxLanes + 1);
   if (o.ack_timeout < 1 || o.ack_timeout > 31 || o.retry_count < 0 || o.retry_count > 7)
