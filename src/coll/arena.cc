@@ -114,8 +114,9 @@ Result<std::unique_ptr<Arena>> Arena::establish(Call& c, size_t slot_bytes, bool
   a->me_ = me;
   a->slot_bytes_ = slot_bytes;
   a->stride_ = round_up(64 + slot_bytes, kLine);
-  cpu_set_t cpus;
-  if (sched_getaffinity(0, sizeof cpus, &cpus) == 0) a->oversubscribed_ = n > CPU_COUNT(&cpus);
+  // More ranks than the host has CPUs. Not this process's affinity: `podnet run` binds each
+  // rank to one CPU of its own, which is the opposite of oversubscribed.
+  a->oversubscribed_ = n > std::max(1L, sysconf(_SC_NPROCESSORS_ONLN));
   a->map_bytes_ = kHeaderPage + n * (sizeof(Ctl) + sizeof(Wake)) + static_cast<size_t>(n) * kBuffers * a->stride_;
   auto map = [&](int fd) -> bool {
     void* p = mmap(nullptr, a->map_bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
