@@ -220,8 +220,9 @@ Status ProgressEngine::wait(RequestState& req, int64_t deadline_ns) {
 }
 
 void ProgressEngine::refresh_crowded() {
-  int running = runnable_threads();
-  crowded_.store(running < 0 || running > ncpus_, std::memory_order_relaxed);
+  // The count includes the thread reading it (this one, which then goes back to sleep).
+  int others = runnable_threads() - 1;
+  crowded_.store(others < 0 || others > ncpus_, std::memory_order_relaxed);
 }
 
 void ProgressEngine::background_loop() {
