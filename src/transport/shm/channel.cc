@@ -38,7 +38,12 @@ Status send_hello(int sock, const Hello& h, const int* fds, int nfds) {
     std::memcpy(CMSG_DATA(c), fds, nfds * sizeof(int));
   }
   ssize_t n = sendmsg(sock, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
-  if (n != static_cast<ssize_t>(sizeof h)) return Status::Unavailable("shm: sendmsg: {}", std::strerror(errno));
+  if (n != static_cast<ssize_t>(sizeof h)) {
+    // The peer went away between its hello and our reply: that is the peer failing.
+    if (n < 0 && (errno == EPIPE || errno == ECONNRESET))
+      return Status::PeerFailed("the peer closed its shared-memory socket (sendmsg: {})", std::strerror(errno));
+    return Status::Unavailable("shm: sendmsg: {}", std::strerror(errno));
+  }
   return {};
 }
 
