@@ -100,6 +100,7 @@ class Connection : public detail::EventHandler, public std::enable_shared_from_t
   void set_want_out(bool want);  // tx_mu_ held
   void enable_zerocopy();        // if the options and the peer call for it
   void reap_zerocopy();          // reads completions from the error queue; tx_mu_ held
+  void set_rcvlowat(int bytes);  // rx_mu_ held
 
   TcpTransport* transport_;
   const bool outgoing_;
@@ -138,6 +139,7 @@ class Connection : public detail::EventHandler, public std::enable_shared_from_t
   RxSink sink_;
   std::string control_;  // kControl payload collected here
   std::atomic<int64_t> last_rx_ns_{0};
+  int rcvlowat_ = 1;  // SO_RCVLOWAT while a large payload is arriving (1 otherwise)
 };
 
 }  // namespace podnet::tcp
