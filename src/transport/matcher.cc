@@ -10,7 +10,8 @@ std::optional<PostedRecv> TagMatcher::take_posted(uint64_t tag) {
   for (auto it = posted_.begin(); it != posted_.end(); ++it) {
     if (it->matches(tag)) {
       PostedRecv r = std::move(*it);
-      posted_.erase(it);
+      if (it == posted_.begin()) posted_.pop_front();  // the common case: no shuffling
+      else posted_.erase(it);
       return r;
     }
   }

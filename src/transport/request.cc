@@ -1,20 +1,78 @@
 #include "transport/request.h"
 
+#include <new>
+#include <vector>
+
 #include "base/futex.h"
 
 namespace podnet::detail {
+namespace {
+
+inline void cpu_pause() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
+// Fixed-size blocks for make_request(): one free list per thread, bounded. A block freed on
+// another thread than the one that allocated it joins that thread's list.
+constexpr size_t kBlock = 512;
+constexpr size_t kKeep = 256;
+struct FreeList {
+  std::vector<void*> blocks;
+  ~FreeList() {
+    for (void* b : blocks) ::operator delete(b);
+  }
+};
+thread_local FreeList free_list;
+
+template <typename T>
+struct PoolAllocator {
+  using value_type = T;
+  PoolAllocator() = default;
+  template <typename U>
+  PoolAllocator(const PoolAllocator<U>&) noexcept {}
+  T* allocate(size_t n) {
+    if (n != 1 || sizeof(T) > kBlock) return static_cast<T*>(::operator new(n * sizeof(T)));
+    auto& fl = free_list.blocks;
+    if (!fl.empty()) {
+      void* b = fl.back();
+      fl.pop_back();
+      return static_cast<T*>(b);
+    }
+    return static_cast<T*>(::operator new(kBlock));
+  }
+  void deallocate(T* p, size_t n) noexcept {
+    if (n != 1 || sizeof(T) > kBlock) return ::operator delete(p);
+    auto& fl = free_list.blocks;
+    if (fl.size() >= kKeep) return ::operator delete(p);
+    fl.push_back(p);
+  }
+  template <typename U>
+  bool operator==(const PoolAllocator<U>&) const noexcept { return true; }
+};
+
+}  // namespace
+
+std::shared_ptr<RequestState> make_request(ProgressEngine* engine, const char* op, uint64_t seq) {
+  static_assert(sizeof(RequestState) + 64 <= kBlock, "a request (with its control block) must fit a pool block");
+  return std::allocate_shared<RequestState>(PoolAllocator<RequestState>(), engine, op, seq);
+}
 
 void RequestState::complete(Status status) {
-  std::function<void(const Status&)> cb;
-  {
-    std::lock_guard lk(mu_);
-    if (completing_) return;
-    completing_ = true;
-    status_ = std::move(status);
-    cb = std::move(callback_);
-  }
+  if (completing_.exchange(true, std::memory_order_seq_cst)) return;  // first call wins
+  status_ = std::move(status);
+  status_ready_.store(true, std::memory_order_release);
   // The callback runs before the request reads as done: a waiter that returns has seen it.
-  if (cb) cb(status_);
+  if (has_callback_.load(std::memory_order_seq_cst)) {
+    std::function<void(const Status&)> cb;
+    {
+      std::lock_guard lk(mu_);
+      cb = std::move(callback_);
+      callback_ = nullptr;
+    }
+    if (cb) cb(status_);
+  }
   done_.store(1, std::memory_order_seq_cst);
   // Most completions have nobody asleep on them: skip the system call.
   if (sleepers_.load(std::memory_order_seq_cst) > 0) futex_wake_all(&done_);
@@ -43,14 +101,21 @@ Status RequestState::status() const {
 }
 
 void RequestState::on_complete(std::function<void(const Status&)> cb) {
+  std::function<void(const Status&)> run;
   {
     std::lock_guard lk(mu_);
-    if (!completing_) {
-      callback_ = std::move(cb);
-      return;
-    }
+    callback_ = std::move(cb);
+    has_callback_.store(true, std::memory_order_seq_cst);
+    // Not claimed yet: complete() will see has_callback_ and run it.
+    if (!completing_.load(std::memory_order_seq_cst)) return;
+    // Claimed: complete() may have looked at has_callback_ before we set it. Whoever takes
+    // the callback from under mu_ runs it.
+    run = std::move(callback_);
+    callback_ = nullptr;
   }
-  cb(status_);  // status_ no longer changes once completing_ is set
+  if (!run) return;
+  while (!status_ready_.load(std::memory_order_acquire)) cpu_pause();  // complete() is writing it
+  run(status_);
 }
 
 void RequestState::block_for(int64_t timeout_ns) {

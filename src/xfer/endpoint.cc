@@ -6,7 +6,7 @@
 namespace podnet::detail {
 
 Request EndpointImpl::rejected(const char* op, Status why) {
-  auto r = std::make_shared<RequestState>(engine_, op, 0);
+  auto r = make_request(engine_, op, 0);
   r->complete(Status(why.code(), fmt::format("{} to {}: {}", op, te_->peer_name(), why.message())));
   return Request(std::move(r));
 }

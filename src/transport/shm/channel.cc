@@ -245,21 +245,22 @@ bool Channel::emit(OutOp& op) {
   return true;
 }
 
-bool Channel::post(OutOp& op, Completions& done) {
+Channel::Posted Channel::post(OutOp& op, Completions& done, const std::shared_ptr<detail::RequestState>* req) {
   std::lock_guard lk(tx_mu_);
-  if (closed_) return false;
+  if (closed_) return Posted::kRefused;
   const bool was_empty = queued_.empty();
   if (was_empty && ready()) {
     bool finished = emit(op);
     if (tx_.publish()) ring_peer();
     if (finished) {
-      if (op.on_emitted) done.push_back(std::move(op.on_emitted));
-      return false;
+      if (req == nullptr && op.on_emitted) done.push_back(std::move(op.on_emitted));
+      return Posted::kEmitted;
     }
   }
+  if (req != nullptr) op.on_emitted = *req;
   queued_.push_back(std::move(op));
   has_queued_.store(true, std::memory_order_release);
-  return was_empty;
+  return was_empty ? Posted::kQueuedFirst : Posted::kQueued;
 }
 
 std::vector<std::shared_ptr<detail::RequestState>> Channel::close_queue() {

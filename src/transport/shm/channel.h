@@ -126,10 +126,13 @@ class Channel {
   void set_cma(bool cma) { cma_.store(cma, std::memory_order_release); }
 
   // Producer: queues `op` (emits it at once when nothing is queued and there is room).
-  // Requests whose payload is now in the ring are appended to `done`. True when this call
-  // started a queue (someone must drain it). After close_queue(), nothing is taken: `op` is left
-  // as it was (its on_emitted request is the caller's to fail).
-  bool post(OutOp& op, Completions& done);
+  // kEmitted: in the ring now; its on_emitted request is appended to `done`, or, when `req`
+  // is given, left for the caller to complete (no pointer copy, no completion list on the
+  // fast path). kQueuedFirst: this call started a queue (someone must drain it); kQueued:
+  // behind others; either way `req` was copied into the queued op's on_emitted. kRefused:
+  // after close_queue(), nothing is taken and `op` is left as it was.
+  enum class Posted { kEmitted, kQueuedFirst, kQueued, kRefused };
+  Posted post(OutOp& op, Completions& done, const std::shared_ptr<detail::RequestState>* req = nullptr);
   // Emits queued operations while there is room. Returns operations fully emitted.
   int drain(Completions& done);
   bool has_queued();

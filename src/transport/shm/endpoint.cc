@@ -73,7 +73,7 @@ Status ShmEndpoint::health() const {
 }
 
 std::shared_ptr<RequestState> ShmEndpoint::new_request(const char* op) {
-  return std::make_shared<RequestState>(&transport_->engine(), op, next_seq_.fetch_add(1, std::memory_order_relaxed));
+  return detail::make_request(&transport_->engine(), op, next_seq_.fetch_add(1, std::memory_order_relaxed));
 }
 
 Status ShmEndpoint::op_failure(const RequestState& r, const Status& why) const {
@@ -97,9 +97,27 @@ void ShmEndpoint::post(Channel& ch, OutOp op) {
   Completions done;
   // Wake the background thread once per queue that forms (not on every post behind it): it
   // drains the queue, and arms producer_waiting before it sleeps again.
-  if (ch.post(op, done)) transport_->engine().wake();
+  if (ch.post(op, done) == Channel::Posted::kQueuedFirst) transport_->engine().wake();
   // Refused: the endpoint failed between the caller's check and this post.
   if (op.on_emitted) op.on_emitted->complete(op_failure(*op.on_emitted, health()));
+  complete_all(done);
+}
+
+void ShmEndpoint::post_send(Channel& ch, OutOp op, const Req& req) {
+  Completions done;
+  switch (ch.post(op, done, &req)) {
+    case Channel::Posted::kEmitted:
+      req->complete(Status::Ok());
+      break;
+    case Channel::Posted::kQueuedFirst:
+      transport_->engine().wake();  // as in post()
+      break;
+    case Channel::Posted::kQueued:
+      break;
+    case Channel::Posted::kRefused:
+      req->complete(op_failure(*req, health()));  // the endpoint failed meanwhile
+      break;
+  }
   complete_all(done);
 }
 
@@ -193,7 +211,8 @@ ShmEndpoint::Req ShmEndpoint::send(const void* buf, size_t len, uint64_t tag) {
     op.src = static_cast<const std::byte*>(buf);
     op.len = len;
     op.fragments = true;
-    op.on_emitted = req;
+    post_send(*ch, std::move(op), req);
+    return req;
   }
   post(*ch, std::move(op));
   return req;
@@ -322,6 +341,20 @@ void ShmEndpoint::on_request(const RecHdr& h) {
 }
 
 void ShmEndpoint::on_send_fragment(const RecHdr& h) {
+  if ((h.flags & (kFirst | kLast)) == (kFirst | kLast) && h.plen == h.len && h.aux == 0) {
+    // The whole message in one record (every small message): match, copy, complete, with
+    // no reassembly state. An unexpected one is queued already complete.
+    auto posted = matcher_.match_or_queue(h.key, [&] {
+      auto msg = std::make_shared<detail::UnexpectedMsg>();
+      msg->tag = h.key;
+      msg->length = h.len;
+      msg->data.assign(payload(&h), payload(&h) + h.plen);
+      msg->complete = true;
+      return msg;
+    });
+    if (posted) detail::deliver_eager(*posted, payload(&h), h.len, h.key);  // a size error too
+    return;
+  }
   Incoming& in = incoming_;
   if (h.flags & kFirst) {
     in = Incoming{};

@@ -100,6 +100,7 @@ class ShmEndpoint : public detail::TransportEndpoint, public std::enable_shared_
   // Records the operation unless the endpoint failed (then returns the sticky error).
   Status track(uint64_t seq, Op op);
   void post(Channel& ch, OutOp op);
+  void post_send(Channel& ch, OutOp op, const Req& req);  // completes req once the payload is in the ring
   void reply(const RecHdr& h, Rec type, const Status& st, uint8_t flags);
   void on_request(const RecHdr& h);
   void on_reply_record(const RecHdr& h);

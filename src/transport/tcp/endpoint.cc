@@ -88,7 +88,7 @@ Status TcpEndpoint::health() const {
 }
 
 std::shared_ptr<RequestState> TcpEndpoint::new_request(const char* op) {
-  return std::make_shared<RequestState>(&transport_->engine(), op, next_seq_.fetch_add(1, std::memory_order_relaxed));
+  return detail::make_request(&transport_->engine(), op, next_seq_.fetch_add(1, std::memory_order_relaxed));
 }
 
 // Runs `add` (which records an operation in the maps) under the lock unless the endpoint
@@ -204,7 +204,7 @@ TcpEndpoint::Req TcpEndpoint::write(const detail::RegionState& local, size_t loc
     if (auto c = out_stream(req->seq())) c->post(h, src, len, req);
   } else {
     // Striped: the chunks may land in any order, so the immediate follows their acks.
-    auto data = std::make_shared<RequestState>(&transport_->engine(), "write_notify data", req->seq());
+    auto data = detail::make_request(&transport_->engine(), "write_notify data", req->seq());
     uint64_t v = *imm;
     std::weak_ptr<TcpEndpoint> self = weak_from_this();
     data->on_complete([self, req, remote, raddr, v, order](const Status& st) {
