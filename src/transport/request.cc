@@ -3,16 +3,11 @@
 #include <new>
 #include <vector>
 
+#include "base/clock.h"
 #include "base/futex.h"
 
 namespace podnet::detail {
 namespace {
-
-inline void cpu_pause() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#endif
-}
 
 // Fixed-size blocks for make_request(): one free list per thread, bounded. A block freed on
 // another thread than the one that allocated it joins that thread's list.
@@ -114,7 +109,7 @@ void RequestState::on_complete(std::function<void(const Status&)> cb) {
     callback_ = nullptr;
   }
   if (!run) return;
-  while (!status_ready_.load(std::memory_order_acquire)) cpu_pause();  // complete() is writing it
+  while (!status_ready_.load(std::memory_order_acquire)) cpu_relax();  // complete() is writing it
   run(status_);
 }
 

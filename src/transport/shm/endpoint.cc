@@ -93,29 +93,21 @@ Status ShmEndpoint::track(uint64_t seq, Op op) {
   return {};
 }
 
-void ShmEndpoint::post(Channel& ch, OutOp op) {
+void ShmEndpoint::post(Channel& ch, OutOp op, const Req* req) {
   Completions done;
-  // Wake the background thread once per queue that forms (not on every post behind it): it
-  // drains the queue, and arms producer_waiting before it sleeps again.
-  if (ch.post(op, done) == Channel::Posted::kQueuedFirst) transport_->engine().wake();
-  // Refused: the endpoint failed between the caller's check and this post.
-  if (op.on_emitted) op.on_emitted->complete(op_failure(*op.on_emitted, health()));
-  complete_all(done);
-}
-
-void ShmEndpoint::post_send(Channel& ch, OutOp op, const Req& req) {
-  Completions done;
-  switch (ch.post(op, done, &req)) {
+  switch (ch.post(op, done, req)) {
     case Channel::Posted::kEmitted:
-      req->complete(Status::Ok());
+      if (req != nullptr) (*req)->complete(Status::Ok());
       break;
     case Channel::Posted::kQueuedFirst:
-      transport_->engine().wake();  // as in post()
+      // Wake the background thread once per queue that forms (not on every post behind it):
+      // it drains the queue, and arms producer_waiting before it sleeps again.
+      transport_->engine().wake();
       break;
     case Channel::Posted::kQueued:
       break;
-    case Channel::Posted::kRefused:
-      req->complete(op_failure(*req, health()));  // the endpoint failed meanwhile
+    case Channel::Posted::kRefused:  // the endpoint failed between the caller's check and this post
+      if (const Req& r = req != nullptr ? *req : op.on_emitted) r->complete(op_failure(*r, health()));
       break;
   }
   complete_all(done);
@@ -211,7 +203,7 @@ ShmEndpoint::Req ShmEndpoint::send(const void* buf, size_t len, uint64_t tag) {
     op.src = static_cast<const std::byte*>(buf);
     op.len = len;
     op.fragments = true;
-    post_send(*ch, std::move(op), req);
+    post(*ch, std::move(op), &req);
     return req;
   }
   post(*ch, std::move(op));

@@ -99,8 +99,9 @@ class ShmEndpoint : public detail::TransportEndpoint, public std::enable_shared_
   Req failed_request(const char* op, const Status& why);
   // Records the operation unless the endpoint failed (then returns the sticky error).
   Status track(uint64_t seq, Op op);
-  void post(Channel& ch, OutOp op);
-  void post_send(Channel& ch, OutOp op, const Req& req);  // completes req once the payload is in the ring
+  // Posts op; `req`, when given, completes once the payload is in the ring (instead of
+  // op.on_emitted: no pointer copy when that is at once).
+  void post(Channel& ch, OutOp op, const Req* req = nullptr);
   void reply(const RecHdr& h, Rec type, const Status& st, uint8_t flags);
   void on_request(const RecHdr& h);
   void on_reply_record(const RecHdr& h);

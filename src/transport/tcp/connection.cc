@@ -272,10 +272,11 @@ void Connection::flush() {
 }
 
 void Connection::set_rcvlowat(int bytes) {
-  // Raised only while a large payload goes straight into its destination, and back to 1
-  // before anything else is awaited (a mark above what can still arrive never wakes us:
-  // the first version left it set when a payload's tail finished through the buffer, and
-  // two concurrent collective tests stalled).
+  // Raised only after a short direct read, to at most what the frame still owes, and back
+  // to 1 in finish_payload(), wherever the frame's last bytes arrived (a mark above what can
+  // still arrive never wakes us: the first version reset it only on the direct path, left
+  // it set when a payload's tail finished through the buffer, and two concurrent collective
+  // tests stalled).
   if (bytes == rcvlowat_) return;
   if (setsockopt(fd_, SOL_SOCKET, SO_RCVLOWAT, &bytes, sizeof bytes) == 0) rcvlowat_ = bytes;
 }
@@ -382,9 +383,6 @@ void Connection::read_ready() {
         rx_end_ -= rx_begin_;
         rx_begin_ = 0;
       }
-      // Headers and small payloads: any byte is worth a wake-up (the tail of a payload under
-      // kDirectMin lands here too, and must not wait for a mark it can no longer reach).
-      set_rcvlowat(1);
       size_t room = rxbuf_.size() - rx_end_;
       r = recv(fd_, rxbuf_.data() + rx_end_, room, MSG_DONTWAIT);
       if (r > 0) {
@@ -458,7 +456,7 @@ bool Connection::handle_header(const FrameHeader& h) {
 
 void Connection::finish_payload() {
   in_payload_ = false;
-  set_rcvlowat(1);
+  set_rcvlowat(1);  // the one place the mark comes down: the next frame's header may be tiny
   const FrameHeader& h = sink_.hdr;
   if (h.type == FrameType::kHello) {
     auto hello = decode_hello(control_);

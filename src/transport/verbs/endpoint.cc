@@ -83,6 +83,17 @@ Status VerbsEndpoint::create_lanes(std::vector<std::unique_ptr<QueuePair>>& lane
   return {};
 }
 
+// Lane i connects to the peer's lane i: the peer's hello with that lane's QP number and PSN.
+Status VerbsEndpoint::connect_lanes(std::vector<std::unique_ptr<QueuePair>>& lanes, const Hello& peer) {
+  for (size_t i = 0; i < lanes.size(); ++i) {
+    Hello lane = peer;
+    lane.qpn = peer.lane_qpn[i];
+    lane.psn = peer.lane_psn[i];
+    PODNET_RETURN_IF_ERROR(lanes[i]->connect(lane, transport_->options()));
+  }
+  return {};
+}
+
 size_t VerbsEndpoint::stripe(size_t len, size_t qps) const {
   const size_t chunk = transport_->chunk();
   if (qps <= 1 || len < kStripeMin) return chunk;
@@ -151,12 +162,9 @@ Status VerbsEndpoint::on_reply(const Hello& reply) {
     Status st = req_qp_->connect(reply, transport_->options());
     if (st.ok() && reply.lanes > req_lanes_.size())
       st = Status::Protocol("the peer accepted {} data lanes, {} were offered", reply.lanes, req_lanes_.size());
-    if (st.ok()) req_lanes_.resize(reply.lanes);  // the peer's PODNET_VERBS_QPS may be smaller
-    for (size_t i = 0; st.ok() && i < req_lanes_.size(); ++i) {
-      Hello lane = reply;
-      lane.qpn = reply.lane_qpn[i];
-      lane.psn = reply.lane_psn[i];
-      st = req_lanes_[i]->connect(lane, transport_->options());
+    if (st.ok()) {
+      req_lanes_.resize(reply.lanes);  // the peer's PODNET_VERBS_QPS may be smaller
+      st = connect_lanes(req_lanes_, reply);
     }
     if (!st.ok()) {
       fail_locked(Status::PeerFailed("connecting the queue pair: {}", st.message()), done);
@@ -187,12 +195,7 @@ Result<Hello> VerbsEndpoint::accept_serve_qp(const Hello& h) {
   PODNET_RETURN_IF_ERROR(serve_qp_->connect(h, transport_->options()));
   const auto lanes = std::min<size_t>(h.lanes, static_cast<size_t>(transport_->options().qps - 1));
   PODNET_RETURN_IF_ERROR(create_lanes(serve_lanes_, lanes));
-  for (size_t i = 0; i < lanes; ++i) {
-    Hello lane = h;
-    lane.qpn = h.lane_qpn[i];
-    lane.psn = h.lane_psn[i];
-    PODNET_RETURN_IF_ERROR(serve_lanes_[i]->connect(lane, transport_->options()));
-  }
+  PODNET_RETURN_IF_ERROR(connect_lanes(serve_lanes_, h));
   peer_serve_ = h;
   return hello(Hello::kReply, *serve_qp_, serve_lanes_);
 }
@@ -502,6 +505,7 @@ bool VerbsEndpoint::pump_one_sided(Pending& p, Done& done) {
   const size_t qps = 1 + req_lanes_.size();
   const size_t piece = stripe(p.len, qps);
   const bool imm32 = p.imm <= 0xFFFFFFFFull;
+  if (p.notify && p.len < kStripeMin) p.lane = 0;  // a small write_notify stays on the main QP
   while (!p.data_posted) {
     size_t n = std::min(piece, p.len - p.posted);
     bool last = p.posted + n == p.len;
@@ -510,10 +514,9 @@ bool VerbsEndpoint::pump_one_sided(Pending& p, Done& done) {
       p.data_posted = true;
       break;
     }
-    // Stripes round-robin over the QPs (a small transfer goes whole to the next QP; with an
-    // immediate, to the main QP); the immediate rides the main QP after every stripe on a
-    // lane was acknowledged (RC orders each QP alone).
-    if (p.notify && p.len < kStripeMin) p.lane = 0;
+    // Stripes round-robin over the QPs (a small transfer goes whole to the next QP); the
+    // immediate rides the main QP after every stripe on a lane was acknowledged (RC orders
+    // each QP alone).
     const size_t lane = with_imm ? 0 : pick_lane(p.len, p.posted, piece, qps, p.lane, next_lane_);
     QueuePair& q = lane == 0 ? *req_qp_ : *req_lanes_[lane - 1];
     if (with_imm && op.lane_outstanding > 0) return false;

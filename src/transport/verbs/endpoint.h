@@ -4,9 +4,10 @@
 // replies (and rendezvous reads) leave from it. Self-connection is the same thing with both
 // QPs in one process. All QPs share this endpoint's completion queue.
 // With PODNET_VERBS_QPS = K > 1 each side also has K-1 "data lanes" per direction: RC QPs
-// that carry only RDMA WRITE/READ chunks. A one-sided transfer (or rendezvous pull) above
-// kStripeMin is cut into K stripes that go out on the request QP and the lanes at once;
-// messages, immediates and heartbeats stay on the two main QPs.
+// that carry only RDMA WRITE/READ chunks. A one-sided transfer (or rendezvous pull) of
+// kStripeMin or more is cut into K stripes that go out on the request QP and the lanes at
+// once; a smaller one goes whole to the next QP in turn; messages, immediates and heartbeats
+// stay on the two main QPs.
 //
 // Protocols:
 //   write / read   RDMA WRITE / READ, split into work requests of at most the chunk size.
@@ -162,6 +163,7 @@ class VerbsEndpoint : public detail::TransportEndpoint, public std::enable_share
   // a whole transfer keeps the lane it was given (`lane`, from the round-robin `next`).
   static size_t pick_lane(size_t len, size_t posted, size_t piece, size_t qps, int& lane, size_t& next);
   Status create_lanes(std::vector<std::unique_ptr<QueuePair>>& lanes, size_t n);
+  Status connect_lanes(std::vector<std::unique_ptr<QueuePair>>& lanes, const Hello& peer);
   Status ensure_cq();
   Hello hello(Hello::Kind kind, const QueuePair& q, const std::vector<std::unique_ptr<QueuePair>>& lanes) const;
   QpShape shape(bool request_qp) const;

@@ -1,5 +1,5 @@
-// How many work requests a queue pair's send queue holds, with selective signaling. Pure
-// bookkeeping (no verbs types), so it is unit-tested on hosts without RDMA.
+// Send-queue bookkeeping for a queue pair. Pure (no verbs types), so it is unit-tested on
+// hosts without RDMA.
 #pragma once
 
 #include <deque>
