@@ -10,6 +10,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <string_view>
 
@@ -79,11 +80,29 @@ Result<std::vector<NetIf>> list_interfaces() {
   return out;
 }
 
-int auto_tcp_streams(const std::vector<NetIf>& rails) {
-  if (rails.empty()) return kStreamsFastLinks;
+int min_link_mbps(const std::vector<NetIf>& rails) {
+  int m = 0;
+  for (const NetIf& i : rails) {
+    if (i.loopback || i.speed_mbps <= 0) return 0;
+    m = m == 0 ? i.speed_mbps : std::min(m, i.speed_mbps);
+  }
+  return m;
+}
+
+bool slow_links(const std::vector<NetIf>& rails) {
+  int m = min_link_mbps(rails);
+  if (m == 0) return false;
   for (const NetIf& i : rails)
-    if (i.loopback || i.speed_mbps <= 0 || i.speed_mbps > kSlowLinkMaxMbps) return kStreamsFastLinks;
-  return kStreamsSlowLinks;
+    if (i.speed_mbps > kSlowLinkMaxMbps) return false;
+  return true;
+}
+
+int auto_tcp_streams(const std::vector<NetIf>& rails) {
+  return slow_links(rails) ? kStreamsSlowLinks : kStreamsFastLinks;
+}
+
+size_t auto_tcp_eager_max(const std::vector<NetIf>& rails) {
+  return slow_links(rails) ? kEagerSlowLinks : kEagerFastLinks;
 }
 
 Result<NetIf> select_interface(const std::vector<NetIf>& ifs, const std::string& spec) {

@@ -5,6 +5,7 @@
 
 #include <podnet/status.h>
 
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -33,6 +34,18 @@ Result<std::vector<NetIf>> select_interfaces(const std::vector<NetIf>& ifs, cons
 // faster links and links of unknown speed get 4 (on loopback 4 streams move ~20 % more).
 inline constexpr int kStreamsSlowLinks = 1, kStreamsFastLinks = 4;
 inline constexpr int kSlowLinkMaxMbps = 10000;
+// True when every interface is a real link that reports a speed of at most kSlowLinkMaxMbps
+// (not loopback, not unknown).
+bool slow_links(const std::vector<NetIf>& rails);
+// The slowest speed among `rails` in Mbit/s; 0 when any is loopback or of unknown speed.
+int min_link_mbps(const std::vector<NetIf>& rails);
 int auto_tcp_streams(const std::vector<NetIf>& rails);
+// PODNET_TCP_EAGER_MAX=0 (auto): the largest tagged send that goes without rendezvous. On a
+// slow link the request-to-send / clear-to-send round trip waits in the shaped queues behind
+// data (milliseconds when busy), while copying an unexpected message costs microseconds: a
+// ring allreduce of 16 MiB on 8 lab hosts at 1 Gbit/s went from 0.91 to 0.94 of the link
+// with 256 KiB (docs/lab.md). On loopback the rendezvous is cheap and saves the copy.
+inline constexpr size_t kEagerSlowLinks = 256 << 10, kEagerFastLinks = 64 << 10;
+size_t auto_tcp_eager_max(const std::vector<NetIf>& rails);
 
 }  // namespace podnet::bootstrap

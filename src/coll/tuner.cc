@@ -107,7 +107,7 @@ const TuneTable* loaded_tune_table() {
   return table ? &*table : nullptr;
 }
 
-std::string_view choose_algorithm(Collective c, size_t bytes, int n) {
+std::string_view choose_algorithm(Collective c, size_t bytes, int n, bool slow_links) {
   if (const TuneTable* t = loaded_tune_table(); t != nullptr && t->nranks == n) {
     const TuneEntry* last = nullptr;
     for (const auto& e : t->entries) {
@@ -116,6 +116,20 @@ std::string_view choose_algorithm(Collective c, size_t bytes, int n) {
       if (bytes <= e.max_bytes) return e.algorithm;
     }
     if (last != nullptr) return last->algorithm;  // larger than anything measured
+  }
+  if (slow_links) {
+    // Measured with `podnet tune` in labs of 4 and 8 hosts at 1 Gbit/s (docs/collectives.md):
+    // the link, not the copies, is the cost, so above 16 KiB the ring's pipeline (every byte
+    // over each link about once, all links busy all the time) wins; rabenseifner, which the
+    // loopback table picks up to 1 MiB, sends as many bytes but in bursts that leave links idle.
+    switch (c) {
+      case Collective::kAllreduce:
+        return bytes <= (16u << 10) ? "recursive_doubling" : "ring";
+      case Collective::kBroadcast:
+        return bytes <= 4096 || n <= 2 ? "binomial" : "chain";
+      default:
+        break;  // the others: the loopback choices measured as well as any in the lab
+    }
   }
   // Measured on loopback TCP (bench/coll notes): latency-bound sizes want few dependent
   // rounds; bandwidth-bound sizes want every byte to cross each link about once.

@@ -23,6 +23,7 @@ std::string format_address(const PeerAddress& a) {
   if (!a.shm.empty()) s += fmt::format(";shm={}", a.shm);
   if (!a.want.empty()) s += fmt::format(";want={}", a.want);
   if (!a.verbs.empty()) s += fmt::format(";verbs={}", a.verbs);
+  if (a.link_mbps > 0) s += fmt::format(";mbps={}", a.link_mbps);
   return s;
 }
 
@@ -55,6 +56,10 @@ Result<PeerAddress> parse_address(std::string_view blob) {
       a.want = v;
     } else if (k == "verbs") {
       a.verbs = v;
+    } else if (k == "mbps") {
+      auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), a.link_mbps);
+      if (ec != std::errc() || p != v.data() + v.size() || a.link_mbps < 0)
+        return Status::InvalidArgument("bad address link speed '{}'", v);
     }  // unknown fields are skipped: newer peers may add transports
   }
   if (a.id == 0 || a.tcp.empty()) return Status::InvalidArgument("address lacks id or tcp: '{}'", blob);
@@ -80,6 +85,7 @@ Result<std::unique_ptr<Context>> ContextImpl::create(const ContextOptions& optio
 
   std::string bind = options.bind_address;
   int streams = c->config_.tcp_streams;  // 0: auto, from the interfaces chosen below
+  uint64_t eager_max = c->config_.tcp_eager_max;  // likewise
   if (bind.empty()) {
     PODNET_ASSIGN_OR_RETURN(auto ifs, bootstrap::list_interfaces());
     // One interface per rail (PODNET_RAILS); tcp listens on each of "ip1,ip2,...".
@@ -91,13 +97,20 @@ Result<std::unique_ptr<Context>> ContextImpl::create(const ContextOptions& optio
       PODNET_INFO(kXfer, "using interface {} ({}, {} Mb/s) (PODNET_IFNAME='{}')", nif.name, nif.ipv4,
                   nif.speed_mbps, c->config_.ifname);
     }
+    c->link_mbps_ = bootstrap::min_link_mbps(nifs);
     if (streams == 0) {
       streams = bootstrap::auto_tcp_streams(nifs);
       PODNET_INFO(kXfer, "PODNET_TCP_STREAMS=0 (auto): {} tcp stream{} per peer and rail", streams,
                   streams == 1 ? "" : "s");
     }
+    if (eager_max == 0) {
+      eager_max = bootstrap::auto_tcp_eager_max(nifs);
+      PODNET_INFO(kXfer, "PODNET_TCP_EAGER_MAX=0 (auto): tagged sends up to {} KiB go eagerly", eager_max >> 10);
+    }
   }
-  if (streams == 0) streams = bootstrap::kStreamsFastLinks;  // an explicit bind address (tests: loopback)
+  // An explicit bind address (tests: loopback).
+  if (streams == 0) streams = bootstrap::kStreamsFastLinks;
+  if (eager_max == 0) eager_max = bootstrap::kEagerFastLinks;
   ProgressEngine::Options po;
   po.spin_us = c->config_.spin_us;
   po.busy_poll = c->config_.busy_poll;
@@ -108,7 +121,7 @@ Result<std::unique_ptr<Context>> ContextImpl::create(const ContextOptions& optio
   to.streams = streams;
   to.stripe_min = c->config_.tcp_stripe_min;
   to.chunk = c->config_.tcp_chunk;
-  to.eager_max = c->config_.tcp_eager_max;
+  to.eager_max = eager_max;
   to.sndbuf = c->config_.tcp_sndbuf;
   to.rcvbuf = c->config_.tcp_rcvbuf;
   to.heartbeat_ms = c->config_.heartbeat_ms;
@@ -252,7 +265,8 @@ std::string ContextImpl::address() const {
                 tcp_->address(),
                 shm_ ? shm_->address() : std::string(),
                 config_.transport,
-                verbs_ ? verbs_->address() : std::string()};
+                verbs_ ? verbs_->address() : std::string(),
+                link_mbps_};
   return format_address(a);
 }
 

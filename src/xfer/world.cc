@@ -8,6 +8,8 @@
 #include "base/clock.h"
 #include "base/config.h"
 #include "base/log.h"
+#include "bootstrap/netif.h"
+#include "xfer/context_impl.h"
 
 namespace podnet {
 namespace {
@@ -113,6 +115,11 @@ Result<std::unique_ptr<World>> World::create(const Options& options) {
     auto a = w->store_->wait_get(fmt::format("podnet/addr/{}", r), w->timeout_);
     if (!a.ok()) return a.status().with_context("rank {}: waiting for the address of rank {}", w->info_.rank, r);
     w->addresses_[r] = std::move(a).value();
+  }
+  w->slow_links_ = true;
+  for (const std::string& blob : w->addresses_) {
+    auto pa = detail::parse_address(blob);
+    if (!pa.ok() || pa->link_mbps <= 0 || pa->link_mbps > bootstrap::kSlowLinkMaxMbps) w->slow_links_ = false;
   }
   int64_t t4 = now_ns();
   if (options.connect_all) {

@@ -50,6 +50,10 @@ class World {
   // All ranks meet; fails with the ranks still missing after the timeout.
   Status barrier(const std::string& name);
   std::chrono::milliseconds timeout() const { return timeout_; }
+  // True when every rank's interfaces are links of known speed up to 10 Gbit/s (the same
+  // answer on every rank: it comes from the exchanged addresses). Collectives then use the
+  // built-in choices measured on such links.
+  bool slow_links() const { return slow_links_; }
 
  private:
   World() = default;
@@ -59,6 +63,7 @@ class World {
   std::unique_ptr<bootstrap::StoreClient> store_;
   std::unique_ptr<Context> ctx_;
   std::vector<std::string> addresses_;
+  bool slow_links_ = false;
   std::mutex peer_mu_;
   std::vector<std::shared_ptr<Endpoint>> peers_;
 };

@@ -38,7 +38,7 @@ TEST(ConfigTest, DefaultsWhenEnvironmentIsEmpty) {
   EXPECT_EQ(c.tcp_streams, 0);  // auto: 1 or 4 per interface (bootstrap/netif.h)
   EXPECT_EQ(c.tcp_stripe_min, 256u * 1024);
   EXPECT_EQ(c.tcp_chunk, 512u * 1024);
-  EXPECT_EQ(c.tcp_eager_max, 64u * 1024);
+  EXPECT_EQ(c.tcp_eager_max, 0u);  // auto: chosen from the links (bootstrap/netif.h)
   EXPECT_EQ(c.tcp_sndbuf, 0u);
   EXPECT_FALSE(c.busy_poll);
   EXPECT_EQ(c.rank, -1);

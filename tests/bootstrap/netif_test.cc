@@ -125,6 +125,24 @@ TEST(NetIf, AutoStreamsOnePerSlowLinkElseFour) {
   EXPECT_EQ(auto_tcp_streams({}), 4);
 }
 
+// PODNET_TCP_EAGER_MAX=0 follows the same test: 256 KiB eager on slow links, else 64 KiB.
+TEST(NetIf, AutoEagerLargerOnSlowLinks) {
+  auto rail = [](const char* name, bool loopback, int mbps) { return NetIf{name, "10.0.0.1", loopback, true, mbps}; };
+  EXPECT_EQ(auto_tcp_eager_max({rail("eth0", false, 1000)}), 256u << 10);
+  EXPECT_EQ(auto_tcp_eager_max({rail("eth0", false, 25000)}), 64u << 10);
+  EXPECT_EQ(auto_tcp_eager_max({rail("lo", true, -1)}), 64u << 10);
+  EXPECT_EQ(auto_tcp_eager_max({}), 64u << 10);
+}
+
+// The speed a rank advertises to its peers: the slowest rail, 0 when any is unknown.
+TEST(NetIf, MinLinkSpeedIsZeroWhenAnyIsUnknown) {
+  auto rail = [](const char* name, bool loopback, int mbps) { return NetIf{name, "10.0.0.1", loopback, true, mbps}; };
+  EXPECT_EQ(min_link_mbps({rail("eth0", false, 10000), rail("eth1", false, 1000)}), 1000);
+  EXPECT_EQ(min_link_mbps({rail("eth0", false, 10000), rail("eth1", false, -1)}), 0);
+  EXPECT_EQ(min_link_mbps({rail("lo", true, 1000)}), 0);
+  EXPECT_EQ(min_link_mbps({}), 0);
+}
+
 // list_interfaces() reads each speed the kernel reports (lo has none).
 TEST(NetIf, LoopbackReportsNoSpeed) {
   auto ifs = list_interfaces();

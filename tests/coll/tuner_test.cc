@@ -1,0 +1,50 @@
+// The built-in algorithm table: the loopback choices, and the ones for slow links
+// (World::slow_links()), which every rank must make alike.
+#include <gtest/gtest.h>
+
+#include "coll/tuner.h"
+
+namespace podnet::detail {
+namespace {
+
+constexpr size_t K = 1024;
+
+TEST(Tuner, SlowLinksRunTheRingForAllreduceAbove16K) {
+  // Loopback: rabenseifner between 64 KiB and 1 MiB on more than two ranks.
+  EXPECT_EQ(choose_algorithm(Collective::kAllreduce, 256 * K, 8), "rabenseifner");
+  EXPECT_EQ(choose_algorithm(Collective::kAllreduce, 256 * K, 8, /*slow_links=*/true), "ring");
+  EXPECT_EQ(choose_algorithm(Collective::kAllreduce, 64 * K, 4, true), "ring");
+  EXPECT_EQ(choose_algorithm(Collective::kAllreduce, 16 * K, 4, true), "recursive_doubling");
+  EXPECT_EQ(choose_algorithm(Collective::kAllreduce, 1 * K, 8, true), "recursive_doubling");
+  // Two ranks: the loopback one-shot up to 256 KiB sends twice the ring's bytes.
+  EXPECT_EQ(choose_algorithm(Collective::kAllreduce, 128 * K, 2), "one_shot");
+  EXPECT_EQ(choose_algorithm(Collective::kAllreduce, 128 * K, 2, true), "ring");
+}
+
+TEST(Tuner, SlowLinksPipelineBroadcastsAbove4K) {
+  EXPECT_EQ(choose_algorithm(Collective::kBroadcast, 64 * K, 8), "binomial");
+  EXPECT_EQ(choose_algorithm(Collective::kBroadcast, 64 * K, 8, true), "chain");
+  EXPECT_EQ(choose_algorithm(Collective::kBroadcast, 4 * K, 8, true), "binomial");
+  EXPECT_EQ(choose_algorithm(Collective::kBroadcast, 64 * K, 2, true), "binomial");
+}
+
+TEST(Tuner, OtherCollectivesKeepTheLoopbackChoicesOnSlowLinks) {
+  for (Collective c : {Collective::kAllgather, Collective::kReduceScatter, Collective::kAlltoall})
+    for (size_t bytes : {size_t{8}, 4 * K, 256 * K, 16 * K * K})
+      for (int n : {2, 4, 8})
+        EXPECT_EQ(choose_algorithm(c, bytes, n, true), choose_algorithm(c, bytes, n))
+            << collective_name(c) << " " << bytes << " B on " << n;
+}
+
+TEST(Tuner, EveryChoiceIsAnAlgorithmOfItsCollective) {
+  for (int i = 1; i <= static_cast<int>(Collective::kSendRecv); ++i) {
+    auto c = static_cast<Collective>(i);
+    for (bool slow : {false, true})
+      for (size_t bytes : {size_t{0}, size_t{8}, 64 * K, 16 * K * K})
+        for (int n : {1, 2, 3, 8, 64})
+          EXPECT_TRUE(validate_algorithm(c, choose_algorithm(c, bytes, n, slow)).ok()) << collective_name(c);
+  }
+}
+
+}  // namespace
+}  // namespace podnet::detail
