@@ -312,7 +312,12 @@ Status CollBench::time_place(const CollCase& c, const CollCounts& n, bool in_pla
   const int64_t t0 = now_ns();
   for (int i = 0; i < o_.iters; ++i) PODNET_RETURN_IF_ERROR(launch(c, n, in_place));
   seconds = static_cast<double>(now_ns() - t0) / 1e9 / o_.iters;
-  return {};
+  // Wait for the others before preparing the next measurement: a rank that finishes first
+  // would otherwise fill the next buffers while the slowest is still in its last call, and on
+  // a host with fewer cores than ranks that work lands in the slowest rank's time (8 lab hosts
+  // on 2 cores: the last out-of-place 4 MiB allreduce took 62-73 ms instead of 61, measured
+  // per call).
+  return comm_.barrier();
 }
 
 Result<uint64_t> CollBench::check_place(const CollCase& c, const CollCounts& n, bool in_place) {
