@@ -38,6 +38,7 @@ Status reduce_scatter_recursive_halving(Call& c, const void* send, void* recv, s
 // alltoall
 Status alltoall_pairwise(Call& c, const void* send, void* recv, size_t count);
 Status alltoall_bruck(Call& c, const void* send, void* recv, size_t count);
+Status alltoall_linear(Call& c, const void* send, void* recv, size_t count);
 Status alltoallv_pairwise(Call& c, const void* send, const std::vector<size_t>& scounts, void* recv,
                           const std::vector<size_t>& rcounts);
 // barrier

@@ -397,6 +397,7 @@ Status CommImpl::alltoall(const void* send, void* recv, size_t count, DataType t
     c.set_algorithm(a.data());
     if (a == "shm") return algo::shm_alltoall(c, *arena_, send, recv, count);
     if (a == "bruck") return algo::alltoall_bruck(c, send, recv, count);
+    if (a == "linear") return algo::alltoall_linear(c, send, recv, count);
     return algo::alltoall_pairwise(c, send, recv, count);
   });
 }

@@ -149,6 +149,38 @@ Status alltoall_pairwise(Call& c, const void* send, void* recv, size_t count) {
   return {};
 }
 
+// Every receive and every send posted at once, then waited for: no step waits for a pair to
+// finish the previous one (pairwise does), so a rank that is late (oversubscribed cores) or a
+// slow pair holds up only its own blocks. Over shm each block is one cross-memory copy that
+// the receiver starts as soon as the request to send arrives. Sends go to r+1, r+2, ... so
+// that the ranks do not all start with the same peer.
+Status alltoall_linear(Call& c, const void* send, void* recv, size_t count) {
+  const int n = c.size(), r = c.rank();
+  const size_t bytes = count * c.esize();
+  const std::byte* src = B(send);
+  if (send == recv) {
+    std::byte* copy = c.scratch(bytes * n, 0);
+    if (bytes * n > 0) std::memcpy(copy, send, bytes * n);
+    src = copy;
+  }
+  std::vector<Request> recvs, sends;
+  recvs.reserve(n);
+  sends.reserve(n);
+  for (int k = 1; k < n; ++k) {
+    int from = mod(r - k, n);
+    recvs.push_back(c.irecv(from, B(recv) + from * bytes, bytes, 1));
+  }
+  for (int k = 1; k < n; ++k) {
+    int to = mod(r + k, n);
+    sends.push_back(c.isend(to, src + to * bytes, bytes, 1));
+  }
+  // The own block while the others move.
+  if (bytes > 0) std::memcpy(B(recv) + r * bytes, src + r * bytes, bytes);
+  for (int k = 1; k < n; ++k) PODNET_RETURN_IF_ERROR(c.wait_recv(recvs[k - 1], mod(r - k, n), bytes));
+  for (int k = 1; k < n; ++k) PODNET_RETURN_IF_ERROR(c.wait_send(sends[k - 1], mod(r + k, n)));
+  return {};
+}
+
 Status alltoallv_pairwise(Call& c, const void* send, const std::vector<size_t>& scounts, void* recv,
                           const std::vector<size_t>& rcounts) {
   const int n = c.size(), r = c.rank();

@@ -19,7 +19,7 @@ const std::vector<std::string_view>& algorithms_for(Collective c) {
   static const std::vector<std::string_view> kBroadcast{"binomial", "chain", "shm"};
   static const std::vector<std::string_view> kAllgather{"ring", "recursive_doubling", "bruck", "shm"};
   static const std::vector<std::string_view> kReduceScatter{"ring", "recursive_halving", "shm"};
-  static const std::vector<std::string_view> kAlltoall{"pairwise", "bruck", "shm"};
+  static const std::vector<std::string_view> kAlltoall{"pairwise", "bruck", "linear", "shm"};
   static const std::vector<std::string_view> kBarrier{"dissemination", "shm"};
   static const std::vector<std::string_view> kReduce{"binomial", "shm"};
   static const std::vector<std::string_view> kLinear{"linear", "shm"};
@@ -147,7 +147,7 @@ std::string_view choose_algorithm(Collective c, size_t bytes, int n, bool slow_l
     case Collective::kReduceScatter:
       return "ring";
     case Collective::kAlltoall:
-      return bytes <= 1024 && n > 2 ? "bruck" : "pairwise";
+      return bytes <= 1024 && n > 2 ? "bruck" : "linear";
     default:
       return algorithms_for(c).front();
   }

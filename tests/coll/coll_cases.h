@@ -57,7 +57,7 @@ inline std::vector<std::string> expected_algorithms(Collective c) {
     case Collective::kBroadcast: return {"binomial", "chain", "shm"};
     case Collective::kAllgather: return {"ring", "recursive_doubling", "bruck", "shm"};
     case Collective::kReduceScatter: return {"ring", "recursive_halving", "shm"};
-    case Collective::kAlltoall: return {"pairwise", "bruck", "shm"};
+    case Collective::kAlltoall: return {"pairwise", "bruck", "linear", "shm"};
     case Collective::kReduce: return {"binomial", "shm"};
     case Collective::kBarrier: return {"dissemination", "shm"};
     case Collective::kGather: case Collective::kScatter: return {"linear", "shm"};
