@@ -11,7 +11,7 @@ Usage: bench/compare_p2p.sh [OPTIONS]
 
 Compares podnet with standard tools on 127.0.0.1, in one invocation:
   - write bandwidth, 1M 4M 16M 64M:  podnet run -n 2 -- podnet bench p2p -o write -m bw -s SIZE
-      anchors: iperf3 -P 1 and iperf3 -P N (N = PODNET_TCP_STREAMS, as podnet doctor reports it)
+      anchors: iperf3 -P 1 and iperf3 -P N (N = the tcp streams podnet uses, from its info log)
       target:  podnet / anchor >= 1.00
   - 8 B latency (median, RTT/2):      podnet run -n 2 -- podnet bench p2p -o send -m lat -s 8
       anchor:  sockperf ping-pong --tcp (its smallest message, 14 B; RTT/2)
@@ -217,14 +217,6 @@ def podnet_lat(path):
     r = rank0(path)["results"][0]
     print(r["t_typical_us"], r["t_avg_us"], r["iterations"])
 
-def streams(path):
-    d = json.load(open(path))
-    for k in d["knobs"]:
-        if k["env"] == "PODNET_TCP_STREAMS":
-            # 0 is auto, which gives loopback (the only link here) 4 streams (src/bootstrap/netif.h).
-            print(int(k["value"]) or 4); return
-    sys.exit("PODNET_TCP_STREAMS not in podnet doctor --config --json")
-
 def fmt(v, unit):
     return "-" if v is None else ("%.2f %s" % (v, unit))
 
@@ -251,8 +243,9 @@ def report(raw_path, cfg_path, json_out):
     for s in cfg["sizes"]:
         row("write BW %s [Gb/s]" % s, "podnet_write_bw_" + s, "iperf3_P1_gbps", "Gb/s",
             1.0, True, "iperf3 -P 1")
-        row("write BW %s [Gb/s]" % s, "podnet_write_bw_" + s, "iperf3_PN_gbps", "Gb/s",
-            1.0, True, "iperf3 -P %d" % n)
+        if n != 1:  # with one stream, -P 1 is already the same-stream-count anchor
+            row("write BW %s [Gb/s]" % s, "podnet_write_bw_" + s, "iperf3_PN_gbps", "Gb/s",
+                1.0, True, "iperf3 -P %d" % n)
     row("send lat 8B median [us]", "podnet_lat_median_us", "sockperf_median_us", "us",
         1.05, False, "sockperf p50 (%dB)" % cfg["sockperf_msg_size"])
     row("send lat 8B mean [us] (info)", "podnet_lat_avg_us", "sockperf_avg_us", "us",
@@ -279,7 +272,7 @@ def report(raw_path, cfg_path, json_out):
     print("%d PASS, %d FAIL (targets: bandwidth ratio >= 1.00, latency ratio <= 1.05)"
           % (npass, nfail))
     print()
-    print("Raw values (repeat 1..%d; iperf3_PN = iperf3 -P %d):" % (cfg["repeats"], n))
+    print("Raw values (repeat 1..%d%s):" % (cfg["repeats"], "" if n == 1 else "; iperf3_PN = iperf3 -P %d" % n))
     order = (["iperf3_P1_gbps", "iperf3_PN_gbps"] + ["podnet_write_bw_" + s for s in cfg["sizes"]]
              + ["sockperf_median_us", "podnet_lat_median_us", "sockperf_avg_us",
                 "podnet_lat_avg_us"])
@@ -302,7 +295,7 @@ def report(raw_path, cfg_path, json_out):
 cmd, args = sys.argv[1], sys.argv[2:]
 try:
     {"freeport": freeport, "waitlisten": waitlisten, "iperf": iperf, "sockperf": sockperf,
-     "podnet_bw": podnet_bw, "podnet_lat": podnet_lat, "streams": streams,
+     "podnet_bw": podnet_bw, "podnet_lat": podnet_lat,
      "report": report}[cmd](*args)
 except (ValueError, KeyError, IndexError, TypeError) as e:
     sys.exit("%s: cannot parse: %r" % (cmd, e))
@@ -361,10 +354,13 @@ stop_server() {  # stop_server PID
 }
 
 # ---- configuration ---------------------------------------------------------------------
-"$podnet" doctor --config --json >"$work/doctor.json" 2>"$work/doctor.err" || {
-  show_log "$work/doctor.err"; die "podnet doctor --config --json failed (a bad PODNET_* value?)"; }
-streams=$(py streams "$work/doctor.json") || die "cannot read PODNET_TCP_STREAMS from podnet doctor"
-[[ "$streams" =~ ^[1-9][0-9]*$ ]] || die "PODNET_TCP_STREAMS is '$streams'"
+# The stream count podnet really uses here (PODNET_TCP_STREAMS=0 is auto, chosen from the
+# interface: src/bootstrap/netif.h): each context logs it at info level.
+"$podnet" run -n 2 --timeout 60 --env PODNET_IFNAME=lo --env PODNET_TRANSPORT=tcp --env PODNET_LOG=info -- \
+  "$podnet" bench p2p -o send -m lat -s 8 -n 10 >"$work/streams.log" 2>&1 || {
+  show_log "$work/streams.log"; die "a short podnet job on loopback failed (a bad PODNET_* value?)"; }
+streams=$(sed -n 's/.*context ready.* (\([0-9]*\) streams).*/\1/p' "$work/streams.log" | head -n 1)
+[[ "$streams" =~ ^[1-9][0-9]*$ ]] || { show_log "$work/streams.log"; die "cannot tell how many tcp streams podnet uses"; }
 
 podnet_version=$("$podnet" --version 2>/dev/null | head -n 1 || echo unknown)
 iperf_version=$(iperf3 --version 2>/dev/null | head -n 1 || echo unknown)
@@ -372,7 +368,8 @@ sockperf_version=$(sockperf --version 2>/dev/null | head -n 1 || echo unknown)
 
 echo "compare_p2p: podnet vs iperf3 / sockperf on 127.0.0.1"
 echo "  podnet:   $podnet_arg ($podnet_version), PODNET_TCP_STREAMS=$streams"
-echo "  iperf3:   $iperf_version; -t $duration -l $iperf_len, -P 1 and -P $streams"
+if (( streams == 1 )); then pn="-P 1 (podnet uses one stream: the same-stream-count anchor too)"; else pn="-P 1 and -P $streams"; fi
+echo "  iperf3:   $iperf_version; -t $duration -l $iperf_len, $pn"
 echo "  sockperf: $sockperf_version; ping-pong --tcp -t $duration --msg-size $sockperf_size (its minimum)"
 echo "  podnet bw: -o write -m bw -s {${sizes[*]}}, ~2 GiB per size; lat: -o send -m lat -s $lat_size -n $lat_iters"
 echo "  placement: --bind $bind"
@@ -452,6 +449,7 @@ run_podnet_lat() {  # run_podnet_lat REPEAT
 }
 
 steps=(iperf_p1 iperf_pn sockperf podnet_bw podnet_lat)
+(( streams == 1 )) && steps=(iperf_p1 sockperf podnet_bw podnet_lat)  # -P 1 serves both targets
 echo "Measuring:"
 for ((r = 1; r <= repeats; r++)); do
   for ((k = 0; k < ${#steps[@]}; k++)); do

@@ -98,6 +98,9 @@ bool slow_links(const std::vector<NetIf>& rails) {
 }
 
 int auto_tcp_streams(const std::vector<NetIf>& rails) {
+  bool loopback = !rails.empty();
+  for (const NetIf& i : rails) loopback = loopback && i.loopback;
+  if (loopback) return kStreamsLoopback;
   return slow_links(rails) ? kStreamsSlowLinks : kStreamsFastLinks;
 }
 

@@ -30,9 +30,12 @@ Result<std::vector<NetIf>> select_interfaces(const std::vector<NetIf>& ifs, cons
 
 // PODNET_TCP_STREAMS=0 (auto): connections per peer and rail for these interfaces. One
 // stream fills a link of up to 10 Gbit/s, and more only add work (measured in the virtual pod
-// lab at 1 Gbit/s: allreduce 16 MiB on 8 hosts 0.87 of the link with 4, 0.91 with 1); loopback,
-// faster links and links of unknown speed get 4 (on loopback 4 streams move ~20 % more).
-inline constexpr int kStreamsSlowLinks = 1, kStreamsFastLinks = 4;
+// lab at 1 Gbit/s: allreduce 16 MiB on 8 hosts 0.87 of the link with 4, 0.91 with 1).
+// Loopback has no NIC queues to spread over and both ends share the host's cores: one stream
+// measured better there too since the receive low-water mark (p2p writes of 64 MiB 46-48 vs
+// 30-33 Gb/s, 2-rank allreduce of 64 MiB 49-52 vs 54-55 ms; 4 MiB allreduce is the exception,
+// 2.1 vs 1.6-2.0 ms). Faster links and links of unknown speed get 4.
+inline constexpr int kStreamsSlowLinks = 1, kStreamsLoopback = 1, kStreamsFastLinks = 4;
 inline constexpr int kSlowLinkMaxMbps = 10000;
 // True when every interface is a real link that reports a speed of at most kSlowLinkMaxMbps
 // (not loopback, not unknown).

@@ -112,15 +112,16 @@ TEST(NetIf, ListInterfacesFindsLoopback) {
   EXPECT_TRUE(found) << "no loopback interface with 127.0.0.1";
 }
 
-// PODNET_TCP_STREAMS=0: one stream only when every rail is a link of known speed up to
-// 10 Gbit/s; loopback, faster or unreported links keep several.
+// PODNET_TCP_STREAMS=0: one stream when every rail is a link of known speed up to 10 Gbit/s
+// or loopback; faster or unreported links keep several.
 TEST(NetIf, AutoStreamsOnePerSlowLinkElseFour) {
   auto rail = [](const char* name, bool loopback, int mbps) { return NetIf{name, "10.0.0.1", loopback, true, mbps}; };
   EXPECT_EQ(auto_tcp_streams({rail("eth0", false, 1000)}), 1);
   EXPECT_EQ(auto_tcp_streams({rail("eth0", false, 10000), rail("eth1", false, 1000)}), 1);
   EXPECT_EQ(auto_tcp_streams({rail("eth0", false, 25000)}), 4);
   EXPECT_EQ(auto_tcp_streams({rail("eth0", false, -1)}), 4);  // virtio and the like report nothing
-  EXPECT_EQ(auto_tcp_streams({rail("lo", true, -1)}), 4);
+  EXPECT_EQ(auto_tcp_streams({rail("lo", true, -1)}), 1);  // loopback: one stream
+  EXPECT_EQ(auto_tcp_streams({rail("lo", true, -1), rail("eth0", false, -1)}), 4);
   EXPECT_EQ(auto_tcp_streams({rail("eth0", false, 1000), rail("eth1", false, 100000)}), 4);
   EXPECT_EQ(auto_tcp_streams({}), 4);
 }
