@@ -29,7 +29,7 @@ using shm::RingWriter;
 struct Ring {
   static constexpr size_t kCap = 4096;
   RingCtl ctl;
-  alignas(64) std::byte data[kCap];
+  alignas(64) std::byte data[kCap]{};  // a new ring is zero (a new memfd is)
   RingWriter w;
   RingReader r;
   Ring() {
@@ -39,12 +39,12 @@ struct Ring {
   bool push(uint64_t seq, size_t plen) {
     RecHdr* h = w.reserve(shm::record_bytes(plen));
     if (h == nullptr) return false;
-    *h = RecHdr{};
-    h->type = shm::Rec::kSend;
-    h->seq = seq;
-    h->plen = static_cast<uint32_t>(plen);
+    RecHdr hdr{};
+    hdr.type = shm::Rec::kSend;
+    hdr.seq = seq;
+    hdr.plen = static_cast<uint32_t>(plen);
     std::memset(shm::payload(h), static_cast<int>(seq & 0xff), plen);
-    w.commit();
+    w.commit(hdr);
     w.publish();
     return true;
   }
@@ -76,7 +76,8 @@ TEST(ShmRing, FullRingRefusesUntilTheConsumerReleases) {
   int n = 0;
   const size_t plen = 1024 - sizeof(RecHdr);  // a record of exactly 1024 bytes
   while (ring.push(n, plen)) ++n;
-  EXPECT_EQ(n, 4);
+  EXPECT_EQ(n, 3) << "4096 bytes hold three: the line after the newest record stays free (ring.h)";
+  EXPECT_TRUE(ring.push(n, 960 - sizeof(RecHdr))) << "960 bytes and the free line fill the rest";
   EXPECT_FALSE(ring.push(99, 8));
   const RecHdr* h = ring.r.peek();
   ASSERT_NE(h, nullptr);
@@ -89,11 +90,10 @@ TEST(ShmRing, FullRingRefusesUntilTheConsumerReleases) {
 TEST(ShmRing, SleepingConsumerIsWokenByThePublish) {
   Ring ring;
   EXPECT_TRUE(ring.r.arm()) << "empty ring: the consumer may sleep";
-  RecHdr* h = ring.w.reserve(shm::record_bytes(0));
-  ASSERT_NE(h, nullptr);
-  *h = RecHdr{};
-  h->type = shm::Rec::kSend;
-  ring.w.commit();
+  ASSERT_NE(ring.w.reserve(shm::record_bytes(0)), nullptr);
+  RecHdr hdr{};
+  hdr.type = shm::Rec::kSend;
+  ring.w.commit(hdr);
   EXPECT_TRUE(ring.w.publish()) << "the producer must ring the doorbell";
   EXPECT_FALSE(ring.r.arm()) << "a record is there: the consumer must not sleep";
   ring.r.disarm();

@@ -230,16 +230,16 @@ bool Channel::emit(OutOp& op) {
     size_t chunk = op.fragments ? std::min(frag, op.len - op.done) : op.len;
     RecHdr* h = tx_.reserve(record_bytes(chunk));
     if (h == nullptr) return false;
-    *h = op.hdr;
-    h->plen = static_cast<uint32_t>(chunk);
+    RecHdr hdr = op.hdr;
+    hdr.plen = static_cast<uint32_t>(chunk);
     if (op.fragments) {
-      h->aux = op.done;
-      h->flags = static_cast<uint8_t>(op.hdr.flags & ~(kFirst | kLast | kNotify));
-      if (op.done == 0) h->flags |= kFirst;
-      if (op.done + chunk == op.len) h->flags |= (kLast | (op.hdr.flags & kNotify));
+      hdr.aux = op.done;
+      hdr.flags = static_cast<uint8_t>(op.hdr.flags & ~(kFirst | kLast | kNotify));
+      if (op.done == 0) hdr.flags |= kFirst;
+      if (op.done + chunk == op.len) hdr.flags |= (kLast | (op.hdr.flags & kNotify));
     }
     if (chunk > 0) std::memcpy(payload(h), src + op.done, chunk);
-    tx_.commit();
+    tx_.commit(hdr);  // the header last: it publishes the record
     op.done += chunk;
   } while (op.done < op.len);
   return true;

@@ -31,7 +31,9 @@ namespace podnet::shm {
 // The segment's first page.
 struct SegmentHeader {
   static constexpr uint64_t kMagic = 0x706f646e65747368ull;  // "podnetsh"
-  static constexpr uint32_t kVersion = 2;  // 2: ring control words 128 bytes apart
+  // 2: ring control words 128 bytes apart; 3: records published by their first word (no
+  // head index)
+  static constexpr uint32_t kVersion = 3;
   uint64_t magic;
   uint32_t version;
   uint32_t ring_bytes;

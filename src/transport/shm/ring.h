@@ -1,14 +1,20 @@
 // A single-producer/single-consumer byte ring in shared memory, and the records it carries.
 //
-// Records are 64-byte aligned (a 56-byte header and the payload, padded), never wrap (a pad
-// record fills the end of the buffer when the next record does not fit), and are published
-// with one release store of `head`. The fast path is plain loads and stores: no system call,
-// no lock shared between the processes.
+// Records are 64-byte aligned (a 56-byte header and the payload, padded) and never wrap (a
+// pad record fills the end of the buffer when the next record does not fit). A record is
+// published by one release store of its header's first 8 bytes (type, flags, code, plen:
+// never all zero), written after everything else; the consumer polls that word at its own
+// position, so a small message costs it one cache-line transfer (the record), not two (a
+// shared head index, then the record). For that to work the word at the consumer's next
+// position must read zero until a record is published there: before publishing a record,
+// the producer zeroes the first word of the line right after it (so the ring keeps one line
+// free: a record never takes the last line before the consumer's released tail). The fast
+// path is plain loads and stores: no system call, no lock shared between the processes.
 //
 // Sleep/wake-up (Dekker style, a full fence on both sides): a consumer about to block sets
-// `consumer_sleeping`, fences, and re-checks the ring; a producer publishes, fences, and if
-// the flag is set, clears it and rings the consumer's doorbell (an eventfd). The same pair of
-// steps runs the other way for a producer waiting for space (`producer_waiting`).
+// `consumer_sleeping`, fences, and re-checks its next record; a producer publishes, fences,
+// and if the flag is set, clears it and rings the consumer's doorbell (an eventfd). The same
+// pair of steps runs the other way for a producer waiting for space (`producer_waiting`).
 #pragma once
 
 #include <atomic>
@@ -53,9 +59,15 @@ static_assert(sizeof(RecHdr) == 56);
 
 inline constexpr size_t record_bytes(size_t plen) { return (sizeof(RecHdr) + plen + kCacheLine - 1) & ~(kCacheLine - 1); }
 
+// The first 8 bytes of a record header, as the publishing word.
+inline std::atomic<uint64_t>& first_word(RecHdr* h) { return *reinterpret_cast<std::atomic<uint64_t>*>(h); }
+inline const std::atomic<uint64_t>& first_word(const RecHdr* h) {
+  return *reinterpret_cast<const std::atomic<uint64_t>*>(h);
+}
+static_assert(offsetof(RecHdr, seq) == sizeof(uint64_t), "type, flags, code and plen form the first word");
+
 // The shared part of one ring; the data area follows it in the segment.
 struct RingCtl {
-  alignas(2 * kCacheLine) std::atomic<uint64_t> head{0};  // bytes published (producer)
   alignas(2 * kCacheLine) std::atomic<uint64_t> tail{0};  // bytes released (consumer)
   alignas(2 * kCacheLine) std::atomic<uint32_t> consumer_sleeping{0};
   alignas(2 * kCacheLine) std::atomic<uint32_t> producer_waiting{0};
@@ -68,33 +80,38 @@ class RingWriter {
     ctl_ = ctl;
     data_ = data;
     cap_ = capacity;
-    head_ = published_ = ctl->head.load(std::memory_order_relaxed);
     tail_cache_ = ctl->tail.load(std::memory_order_acquire);
+    head_ = published_ = tail_cache_;  // a new ring: both 0
   }
   size_t capacity() const noexcept { return cap_; }
   // Space for one record of `bytes` (a multiple of 64, at most capacity/2), or nullptr when
-  // the consumer has not released enough yet. Call commit() after filling it.
+  // the consumer has not released enough yet. Fill the payload (after the header), then
+  // commit() the header.
   RecHdr* reserve(size_t bytes) {
     size_t pos = head_ & (cap_ - 1);
     size_t contig = cap_ - pos;
     size_t need = bytes <= contig ? bytes : contig + bytes;
-    if (!room(need)) return nullptr;
+    if (!room(need + kCacheLine)) return nullptr;  // and the line after it, zeroed below
     if (bytes > contig) {  // pad to the end, start over at 0
-      auto* pad = reinterpret_cast<RecHdr*>(data_ + pos);
-      pad->type = Rec::kPad;
-      pad->plen = static_cast<uint32_t>(contig - sizeof(RecHdr));
+      RecHdr pad{};
+      pad.type = Rec::kPad;
+      pad.plen = static_cast<uint32_t>(contig - sizeof(RecHdr));
+      publish_at(pos, pad, contig);
       head_ += contig;
       pos = 0;
     }
     pending_ = bytes;
     return reinterpret_cast<RecHdr*>(data_ + pos);
   }
-  void commit() { head_ += pending_; }
-  // Makes committed records visible; true when the consumer asked for a wake-up.
+  // Publishes the record reserve() returned, with header `h` (its payload is in place).
+  void commit(const RecHdr& h) {
+    publish_at(head_ & (cap_ - 1), h, pending_);
+    head_ += pending_;
+  }
+  // After one or more commits: true when the consumer asked for a wake-up.
   bool publish() {
     if (head_ == published_) return false;
     published_ = head_;
-    ctl_->head.store(head_, std::memory_order_release);
     std::atomic_thread_fence(std::memory_order_seq_cst);
     return ctl_->consumer_sleeping.load(std::memory_order_relaxed) != 0 &&
            ctl_->consumer_sleeping.exchange(0, std::memory_order_acq_rel) != 0;
@@ -114,6 +131,18 @@ class RingWriter {
     tail_cache_ = ctl_->tail.load(std::memory_order_acquire);
     return head_ + need - tail_cache_ <= cap_;
   }
+  // The record of `bytes` at `pos`: the line after it reads empty first, then the header's
+  // tail, then its first word (release), which makes it visible.
+  void publish_at(size_t pos, const RecHdr& h, size_t bytes) {
+    auto* next = reinterpret_cast<RecHdr*>(data_ + ((pos + bytes) & (cap_ - 1)));
+    first_word(next).store(0, std::memory_order_relaxed);
+    auto* dst = reinterpret_cast<RecHdr*>(data_ + pos);
+    std::memcpy(reinterpret_cast<std::byte*>(dst) + sizeof(uint64_t), reinterpret_cast<const std::byte*>(&h) + sizeof(uint64_t),
+                sizeof(RecHdr) - sizeof(uint64_t));
+    uint64_t w;
+    std::memcpy(&w, &h, sizeof w);
+    first_word(dst).store(w, std::memory_order_release);
+  }
 
   RingCtl* ctl_ = nullptr;
   std::byte* data_ = nullptr;
@@ -129,24 +158,21 @@ class RingReader {
     data_ = data;
     cap_ = capacity;
     tail_ = ctl->tail.load(std::memory_order_relaxed);
-    head_cache_ = ctl->head.load(std::memory_order_acquire);
   }
   // The next record, or nullptr when the ring is empty. Skips pads.
   const RecHdr* peek() {
     for (;;) {
-      if (tail_ == head_cache_) {
-        head_cache_ = ctl_->head.load(std::memory_order_acquire);
-        if (tail_ == head_cache_) return nullptr;
-      }
       auto* h = reinterpret_cast<const RecHdr*>(data_ + (tail_ & (cap_ - 1)));
+      if (first_word(h).load(std::memory_order_acquire) == 0) return nullptr;
       if (h->type != Rec::kPad) return h;
       tail_ += record_bytes(h->plen);
     }
   }
-  // Without the consumer's lock: false only when the ring is certainly empty (the released
-  // tail caught up with the published head).
+  // Without the consumer's lock: false only when the ring is certainly empty (nothing is
+  // published at the released tail, and so nothing at the consumer's position either).
   bool maybe_nonempty() const {
-    return ctl_->head.load(std::memory_order_acquire) != ctl_->tail.load(std::memory_order_relaxed);
+    uint64_t t = ctl_->tail.load(std::memory_order_acquire);
+    return first_word(reinterpret_cast<const RecHdr*>(data_ + (t & (cap_ - 1)))).load(std::memory_order_acquire) != 0;
   }
   // Releases the record peek() returned (its memory may be overwritten from now on).
   void consume(const RecHdr* h) { tail_ += record_bytes(h->plen); }
@@ -162,7 +188,8 @@ class RingReader {
   bool arm() {
     ctl_->consumer_sleeping.store(1, std::memory_order_relaxed);
     std::atomic_thread_fence(std::memory_order_seq_cst);
-    return ctl_->head.load(std::memory_order_acquire) == tail_;
+    auto* h = reinterpret_cast<const RecHdr*>(data_ + (tail_ & (cap_ - 1)));
+    return first_word(h).load(std::memory_order_acquire) == 0;
   }
   void disarm() { ctl_->consumer_sleeping.store(0, std::memory_order_relaxed); }
 
@@ -170,7 +197,7 @@ class RingReader {
   RingCtl* ctl_ = nullptr;
   const std::byte* data_ = nullptr;
   size_t cap_ = 0;
-  uint64_t tail_ = 0, head_cache_ = 0;
+  uint64_t tail_ = 0;
 };
 
 inline std::byte* payload(RecHdr* h) { return reinterpret_cast<std::byte*>(h) + sizeof(RecHdr); }
