@@ -107,7 +107,7 @@ echo "# compare_shm: $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg
   "$( ((use_ucx)) && ucx_info -v 2>/dev/null | head -1 || echo 'no UCX')"
 for ((rep = 1; rep <= repeats; rep++)); do
   echo "# repeat $rep/$repeats" >&2
-  v=$(podnet_p2p -o send -m lat -s 8 -n 20000 -w 2000); record lat8 podnet "$v"
+  v=$(podnet_p2p -o send -m lat -s 8 -n 100000 -w 2000); record lat8 podnet "$v"  # as many as ucx_perftest below
   if ((use_ucx)); then
     # Final: iters  50%ile-latency  avg  overall  (usec)...
     v=$(ucx posix,self tag_lat 8 100000 | awk '{print $3}'); record lat8 ucx "$v"
