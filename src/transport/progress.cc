@@ -27,13 +27,14 @@ constexpr int kBlockSliceMs = 5;
 // A spinning waiter on a host with a CPU per runnable thread yields this rarely: a yield is
 // a system call per few polls, a third of a hardware RDMA round trip.
 constexpr unsigned kQuietYieldMask = 255;
-// In the first kStartupNs after start, while the host reads as crowded, the load is read
-// again this soon (else every tick): the start of a job (every rank and the launcher starting
-// at once) reads as crowded, and a benchmark of 20000 ping-pongs (16 ms) ran through with
-// yields until the next 20 ms tick (8 B shm send RTT/2 0.48 instead of 0.37 us in about one
-// run of three). Not later: on a host that stays crowded, a wake-up every 2 ms per rank
-// would take cores from the ranks (4-rank 8 B tcp allreduce on 2 cores read 63-80 against
-// 50-53 us in one comparison, though another was within the noise).
+// In the first kStartupNs after start the load is read again this soon (else every tick):
+// a job's start (ranks and the launcher starting, sleeping in connects) reads wrong either
+// way until the first tick 20 ms later, and twice as long when the background thread parks.
+// Measured: a 20000-round-trip shm benchmark (16 ms) ran through with yields (0.48 instead
+// of 0.37 us in about one run of three), and the first 200 calls of an 8 B tcp allreduce on
+// 4 ranks on 2 cores (about 45 ms) ran without them at 150-180 instead of 50-60 us per call.
+// Not later: on a host that stays crowded, a wake-up every 2 ms per rank would take cores
+// from the ranks.
 constexpr int64_t kCrowdedRecheckNs = 2'000'000, kStartupNs = 500'000'000;
 constexpr unsigned kEpollMaskMin = 7, kEpollMaskMax = 63;
 
@@ -241,7 +242,7 @@ void ProgressEngine::background_loop() {
     int64_t now = now_ns();
     if (now >= next_load) {
       refresh_crowded();
-      const bool soon = crowded_.load(std::memory_order_relaxed) && now - started < kStartupNs;
+      const bool soon = now - started < kStartupNs;
       next_load = now + (soon ? kCrowdedRecheckNs : options_.tick_ms * 1'000'000ll);
     }
     if (now >= next_tick) {
