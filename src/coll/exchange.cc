@@ -10,6 +10,14 @@ namespace {
 std::byte* B(void* p) { return static_cast<std::byte*>(p); }
 const std::byte* B(const void* p) { return static_cast<const std::byte*>(p); }
 int mod(int a, int n) { return ((a % n) + n) % n; }
+// Where an exchange sends from: in place, the blocks still to be sent would be overwritten by
+// the ones received, so a copy of the `bytes` of input in scratch buffer 0.
+const std::byte* send_source(Call& c, const void* send, const void* recv, size_t bytes) {
+  if (send != recv) return B(send);
+  std::byte* copy = c.scratch(bytes, 0);
+  if (bytes > 0) std::memcpy(copy, send, bytes);
+  return copy;
+}
 }  // namespace
 
 Status allgather_ring(Call& c, const void* send, void* recv, size_t count) {
@@ -133,13 +141,7 @@ Status reduce_scatter_recursive_halving(Call& c, const void* send, void* recv, s
 Status alltoall_pairwise(Call& c, const void* send, void* recv, size_t count) {
   const int n = c.size(), r = c.rank();
   const size_t bytes = count * c.esize();
-  // In place: keep a copy of what we still have to send.
-  const std::byte* src = B(send);
-  if (send == recv) {
-    std::byte* copy = c.scratch(bytes * n, 0);
-    if (bytes * n > 0) std::memcpy(copy, send, bytes * n);
-    src = copy;
-  }
+  const std::byte* src = send_source(c, send, recv, bytes * n);
   if (bytes > 0) std::memcpy(B(recv) + r * bytes, src + r * bytes, bytes);
   for (int k = 1; k < n; ++k) {
     int to = mod(r + k, n), from = mod(r - k, n);
@@ -157,12 +159,7 @@ Status alltoall_pairwise(Call& c, const void* send, void* recv, size_t count) {
 Status alltoall_linear(Call& c, const void* send, void* recv, size_t count) {
   const int n = c.size(), r = c.rank();
   const size_t bytes = count * c.esize();
-  const std::byte* src = B(send);
-  if (send == recv) {
-    std::byte* copy = c.scratch(bytes * n, 0);
-    if (bytes * n > 0) std::memcpy(copy, send, bytes * n);
-    src = copy;
-  }
+  const std::byte* src = send_source(c, send, recv, bytes * n);
   std::vector<Request> recvs, sends;
   recvs.reserve(n);
   sends.reserve(n);
@@ -193,12 +190,7 @@ Status alltoallv_pairwise(Call& c, const void* send, const std::vector<size_t>& 
   if (scounts[r] != rcounts[r])
     return c.fail(Status::InvalidArgument("alltoallv: rank {} sends itself {} elements but expects {}", r, scounts[r],
                                           rcounts[r]));
-  const std::byte* src = B(send);
-  if (send == recv) {
-    std::byte* copy = c.scratch(so[n] * es, 0);
-    if (so[n] > 0) std::memcpy(copy, send, so[n] * es);
-    src = copy;
-  }
+  const std::byte* src = send_source(c, send, recv, so[n] * es);
   if (rcounts[r] > 0) std::memcpy(B(recv) + ro[r] * es, src + so[r] * es, rcounts[r] * es);
   for (int k = 1; k < n; ++k) {
     int to = mod(r + k, n), from = mod(r - k, n);
