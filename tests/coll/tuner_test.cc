@@ -16,9 +16,10 @@ TEST(Tuner, SlowLinksRunTheRingForAllreduceAbove16K) {
   EXPECT_EQ(choose_algorithm(Collective::kAllreduce, 64 * K, 4, true), "ring");
   EXPECT_EQ(choose_algorithm(Collective::kAllreduce, 16 * K, 4, true), "recursive_doubling");
   EXPECT_EQ(choose_algorithm(Collective::kAllreduce, 1 * K, 8, true), "recursive_doubling");
-  // Two ranks: the loopback one-shot up to 256 KiB sends twice the ring's bytes.
-  EXPECT_EQ(choose_algorithm(Collective::kAllreduce, 128 * K, 2), "one_shot");
-  EXPECT_EQ(choose_algorithm(Collective::kAllreduce, 128 * K, 2, true), "ring");
+  // Two ranks: the loopback one-shot up to 64 KiB (it sends twice the ring's bytes).
+  EXPECT_EQ(choose_algorithm(Collective::kAllreduce, 64 * K, 2), "one_shot");
+  EXPECT_EQ(choose_algorithm(Collective::kAllreduce, 64 * K, 2, true), "ring");
+  EXPECT_EQ(choose_algorithm(Collective::kAllreduce, 128 * K, 2), "ring");
 }
 
 TEST(Tuner, SlowLinksPipelineBroadcastsAbove4K) {
