@@ -29,6 +29,13 @@ TEST(Tuner, SlowLinksPipelineBroadcastsAbove4K) {
   EXPECT_EQ(choose_algorithm(Collective::kBroadcast, 64 * K, 2, true), "binomial");
 }
 
+TEST(Tuner, TwoRanksGatherWithTheRingAtEverySize) {
+  // bruck's local rotation buys nothing when there is one peer.
+  EXPECT_EQ(choose_algorithm(Collective::kAllgather, 8, 2), "ring");
+  EXPECT_EQ(choose_algorithm(Collective::kAllgather, 8, 4), "bruck");
+  EXPECT_EQ(choose_algorithm(Collective::kAllgather, 64 * K, 4), "ring");
+}
+
 TEST(Tuner, OtherCollectivesKeepTheLoopbackChoicesOnSlowLinks) {
   for (Collective c : {Collective::kAllgather, Collective::kReduceScatter, Collective::kAlltoall})
     for (size_t bytes : {size_t{8}, 4 * K, 256 * K, 16 * K * K})
