@@ -90,17 +90,14 @@ int min_link_mbps(const std::vector<NetIf>& rails) {
 }
 
 bool slow_links(const std::vector<NetIf>& rails) {
-  int m = min_link_mbps(rails);
-  if (m == 0) return false;
-  for (const NetIf& i : rails)
-    if (i.speed_mbps > kSlowLinkMaxMbps) return false;
-  return true;
+  return !rails.empty() && std::all_of(rails.begin(), rails.end(), [](const NetIf& i) {
+    return !i.loopback && i.speed_mbps > 0 && i.speed_mbps <= kSlowLinkMaxMbps;
+  });
 }
 
 int auto_tcp_streams(const std::vector<NetIf>& rails) {
-  bool loopback = !rails.empty();
-  for (const NetIf& i : rails) loopback = loopback && i.loopback;
-  if (loopback) return kStreamsLoopback;
+  if (!rails.empty() && std::all_of(rails.begin(), rails.end(), [](const NetIf& i) { return i.loopback; }))
+    return kStreamsLoopback;
   return slow_links(rails) ? kStreamsSlowLinks : kStreamsFastLinks;
 }
 

@@ -57,8 +57,8 @@ int runnable_threads() {
 Result<std::unique_ptr<ProgressEngine>> ProgressEngine::create(const Options& options) {
   std::unique_ptr<ProgressEngine> e(new ProgressEngine(options));
   e->yield_mask_ = options.yield_every <= 1 ? 0 : (1u << (31 - __builtin_clz(static_cast<unsigned>(options.yield_every)))) - 1;
-  // crowded_ stays true (yield as before) until the background thread's first tick reads the
-  // load; reading it here would count this thread, a future spinner, as the reader.
+  // crowded_ stays true (yield as before) until the background thread reads the load as it
+  // starts; reading it here would count this thread, a future spinner, as the reader.
   e->ncpus_ = std::max(1L, sysconf(_SC_NPROCESSORS_ONLN));
   e->epfd_ = epoll_create1(EPOLL_CLOEXEC);
   if (e->epfd_ < 0) return Status::Unavailable("epoll_create1: {}", std::strerror(errno));

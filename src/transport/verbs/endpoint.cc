@@ -201,8 +201,7 @@ Result<Hello> VerbsEndpoint::accept_serve_qp(const Hello& h) {
 }
 
 std::shared_ptr<detail::RequestState> VerbsEndpoint::new_request(const char* op) {
-  return detail::make_request(&transport_->engine(), op,
-                                                next_seq_.fetch_add(1, std::memory_order_relaxed));
+  return detail::make_request(&transport_->engine(), op, next_seq_.fetch_add(1, std::memory_order_relaxed));
 }
 
 Status VerbsEndpoint::op_error(const detail::RequestState& r, const Status& why) const {
