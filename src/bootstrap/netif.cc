@@ -80,19 +80,13 @@ Result<std::vector<NetIf>> list_interfaces() {
   return out;
 }
 
-int min_link_mbps(const std::vector<NetIf>& rails) {
+int fastest_link_mbps(const std::vector<NetIf>& rails) {
   int m = 0;
   for (const NetIf& i : rails) {
     if (i.loopback || i.speed_mbps <= 0) return 0;
-    m = m == 0 ? i.speed_mbps : std::min(m, i.speed_mbps);
+    m = std::max(m, i.speed_mbps);
   }
   return m;
-}
-
-bool slow_links(const std::vector<NetIf>& rails) {
-  return !rails.empty() && std::all_of(rails.begin(), rails.end(), [](const NetIf& i) {
-    return !i.loopback && i.speed_mbps > 0 && i.speed_mbps <= kSlowLinkMaxMbps;
-  });
 }
 
 int auto_tcp_streams(const std::vector<NetIf>& rails) {

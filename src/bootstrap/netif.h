@@ -37,11 +37,14 @@ Result<std::vector<NetIf>> select_interfaces(const std::vector<NetIf>& ifs, cons
 // 2.1 vs 1.6-2.0 ms). Faster links and links of unknown speed get 4.
 inline constexpr int kStreamsSlowLinks = 1, kStreamsLoopback = 1, kStreamsFastLinks = 4;
 inline constexpr int kSlowLinkMaxMbps = 10000;
-// True when every interface is a real link that reports a speed of at most kSlowLinkMaxMbps
-// (not loopback, not unknown).
-bool slow_links(const std::vector<NetIf>& rails);
-// The slowest speed among `rails` in Mbit/s; 0 when any is loopback or of unknown speed.
-int min_link_mbps(const std::vector<NetIf>& rails);
+// The speed a rank publishes for its links (its address's `mbps`): the fastest of `rails` in
+// Mbit/s, 0 when any is loopback or of unknown speed.
+int fastest_link_mbps(const std::vector<NetIf>& rails);
+// Links of this published speed are slow: known, and at most kSlowLinkMaxMbps. The one test
+// both for this rank's own defaults and for what a communicator's ranks agree on.
+inline bool is_slow_link(int mbps) { return mbps > 0 && mbps <= kSlowLinkMaxMbps; }
+// True when every interface is a real link that reports a speed of at most kSlowLinkMaxMbps.
+inline bool slow_links(const std::vector<NetIf>& rails) { return is_slow_link(fastest_link_mbps(rails)); }
 int auto_tcp_streams(const std::vector<NetIf>& rails);
 // PODNET_TCP_EAGER_MAX=0 (auto): the largest tagged send that goes without rendezvous. On a
 // slow link the request-to-send / clear-to-send round trip waits in the shaped queues behind

@@ -97,7 +97,7 @@ Result<std::unique_ptr<Context>> ContextImpl::create(const ContextOptions& optio
       PODNET_INFO(kXfer, "using interface {} ({}, {} Mb/s) (PODNET_IFNAME='{}')", nif.name, nif.ipv4,
                   nif.speed_mbps, c->config_.ifname);
     }
-    c->link_mbps_ = bootstrap::min_link_mbps(nifs);
+    c->link_mbps_ = bootstrap::fastest_link_mbps(nifs);
     if (streams == 0) {
       streams = bootstrap::auto_tcp_streams(nifs);
       PODNET_INFO(kXfer, "PODNET_TCP_STREAMS=0 (auto): {} tcp stream{} per peer and rail", streams,

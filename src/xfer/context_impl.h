@@ -26,7 +26,7 @@ struct PeerAddress {
   std::string shm;   // "host-id,pid,socket"; empty: the peer has no shm transport
   std::string want;  // the peer's PODNET_TRANSPORT
   std::string verbs;  // verbs::VerbsAddress; empty: no usable RDMA device
-  int link_mbps = 0;  // the slowest of the peer's interfaces; 0: loopback or unknown speed
+  int link_mbps = 0;  // bootstrap::fastest_link_mbps() of the peer's interfaces; 0: loopback or unknown
 };
 std::string format_address(const PeerAddress& a);
 Result<PeerAddress> parse_address(std::string_view blob);
@@ -55,7 +55,7 @@ class ContextImpl final : public Context {
   int rank_ = -1;
   uint64_t id_ = 0;
   std::string hostname_;
-  int link_mbps_ = 0;  // bootstrap::min_link_mbps() of the interfaces used
+  int link_mbps_ = 0;  // bootstrap::fastest_link_mbps() of the interfaces used
   Config config_;
   std::unique_ptr<ProgressEngine> engine_;
   std::shared_ptr<MemoryRegistry> registry_;

@@ -119,7 +119,7 @@ Result<std::unique_ptr<World>> World::create(const Options& options) {
   w->slow_links_ = true;
   for (const std::string& blob : w->addresses_) {
     auto pa = detail::parse_address(blob);
-    if (!pa.ok() || pa->link_mbps <= 0 || pa->link_mbps > bootstrap::kSlowLinkMaxMbps) w->slow_links_ = false;
+    if (!pa.ok() || !bootstrap::is_slow_link(pa->link_mbps)) w->slow_links_ = false;
   }
   int64_t t4 = now_ns();
   if (options.connect_all) {

@@ -135,13 +135,18 @@ TEST(NetIf, AutoEagerLargerOnSlowLinks) {
   EXPECT_EQ(auto_tcp_eager_max({}), 64u << 10);
 }
 
-// The speed a rank advertises to its peers: the slowest rail, 0 when any is unknown.
-TEST(NetIf, MinLinkSpeedIsZeroWhenAnyIsUnknown) {
+// The speed a rank advertises to its peers: the fastest rail, 0 when any is unknown; it is
+// slow by the same test as the rank's own defaults (a 1G + 25G rank is not slow either way).
+TEST(NetIf, PublishedLinkSpeedIsTheFastestAndZeroWhenAnyIsUnknown) {
   auto rail = [](const char* name, bool loopback, int mbps) { return NetIf{name, "10.0.0.1", loopback, true, mbps}; };
-  EXPECT_EQ(min_link_mbps({rail("eth0", false, 10000), rail("eth1", false, 1000)}), 1000);
-  EXPECT_EQ(min_link_mbps({rail("eth0", false, 10000), rail("eth1", false, -1)}), 0);
-  EXPECT_EQ(min_link_mbps({rail("lo", true, 1000)}), 0);
-  EXPECT_EQ(min_link_mbps({}), 0);
+  EXPECT_EQ(fastest_link_mbps({rail("eth0", false, 10000), rail("eth1", false, 1000)}), 10000);
+  EXPECT_EQ(fastest_link_mbps({rail("eth0", false, 10000), rail("eth1", false, -1)}), 0);
+  EXPECT_EQ(fastest_link_mbps({rail("lo", true, 1000)}), 0);
+  EXPECT_EQ(fastest_link_mbps({}), 0);
+  const std::vector<NetIf> mixed{rail("eth0", false, 1000), rail("eth1", false, 25000)};
+  EXPECT_FALSE(slow_links(mixed));
+  EXPECT_FALSE(is_slow_link(fastest_link_mbps(mixed)));
+  EXPECT_TRUE(is_slow_link(fastest_link_mbps({rail("eth0", false, 1000), rail("eth1", false, 10000)})));
 }
 
 // list_interfaces() reads each speed the kernel reports (lo has none).
