@@ -10,10 +10,15 @@
 #   bench/compare_verbs.sh [--podnet PATH] [--device rxe0] [--gid N] [--out FILE] [--iters N]
 #                          [--qps "1 4"]   queue pairs per connection: perftest -q Q beside
 #                                          podnet with PODNET_VERBS_QPS=Q (bandwidth rows)
+#                          [--bind none|core]  placement, the same for both tools: none
+#                                          (default): nothing bound (podnet run --bind-to
+#                                          none); core: perftest's server and client pinned to
+#                                          the two CPUs `podnet run` binds its ranks to
 # Exit status: 0 when every measurement ran (a report, targets met or not); 1 on an error.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
+. "$root/bench/lib.sh"
 podnet=${PODNET:-$root/build/tools/podnet/podnet}
 device=${PODNET_VERBS_DEVICE:-rxe0}
 gid=${PODNET_LAB_GID_INDEX:-1}
@@ -21,6 +26,7 @@ out=""
 bw_iters=500
 lat_iters=1000
 qps_list="1"
+bind=none
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --podnet) podnet=$2; shift ;;
@@ -29,11 +35,15 @@ while [[ $# -gt 0 ]]; do
     --out) out=$2; shift ;;
     --iters) bw_iters=$2; lat_iters=$((2 * $2)); shift ;;
     --qps) qps_list=$2; shift ;;
+    --bind) bind=$2; shift ;;
     -h|--help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "compare_verbs: unknown option '$1'" >&2; exit 2 ;;
   esac
   shift
 done
+[[ "$bind" == none || "$bind" == core ]] || { echo "compare_verbs: --bind must be none or core, got '$bind'" >&2; exit 2; }
+# pin INDEX: process INDEX of 2 on the CPU podnet run gives rank INDEX (--bind core), else nothing.
+pin() { [[ "$bind" == core ]] && pin_to "$1" 2; return 0; }
 for t in ib_write_bw ib_read_bw ib_send_lat ib_write_lat python3; do
   command -v "$t" >/dev/null || { echo "compare_verbs: '$t' missing (Debian: perftest, python3)" >&2; exit 1; }
 done
@@ -47,10 +57,10 @@ perftest() {
   local tool=$1; shift
   echo "compare_verbs: $tool $*" >&2
   port=$((port + 1))
-  timeout 100 "$tool" -d "$device" -x "$gid" -F -p "$port" "$@" >"$work/server.txt" 2>&1 &
+  timeout 100 $(pin 1) "$tool" -d "$device" -x "$gid" -F -p "$port" "$@" >"$work/server.txt" 2>&1 &
   local spid=$!
   sleep 1
-  timeout 90 "$tool" -d "$device" -x "$gid" -F -p "$port" "$@" "$server_ip" >"$work/$tool.txt" 2>&1 || true
+  timeout 90 $(pin 0) "$tool" -d "$device" -x "$gid" -F -p "$port" "$@" "$server_ip" >"$work/$tool.txt" 2>&1 || true
   wait "$spid" 2>/dev/null || true
   cat "$work/$tool.txt"
 }
@@ -58,7 +68,7 @@ perftest() {
 podnet_p2p() {
   local name=$1; shift
   echo "compare_verbs: podnet bench p2p $*" >&2
-  PODNET_TRANSPORT=verbs PODNET_VERBS_QPS=${qps:-1} timeout 120 "$podnet" run -n 2 -- "$podnet" bench p2p --json "$@" \
+  PODNET_TRANSPORT=verbs PODNET_VERBS_QPS=${qps:-1} timeout 120 "$podnet" run -n 2 --bind-to "$bind" -- "$podnet" bench p2p --json "$@" \
     >"$work/$name.raw" 2>&1 || true
   sed -n 's/^\[0\] //p' "$work/$name.raw" >"$work/$name.json"
 }
@@ -66,9 +76,9 @@ podnet_p2p() {
 for qps in $qps_list; do
   for size in 65536 1048576; do
     n=$bw_iters; [[ $size -gt 65536 ]] && n=$((bw_iters / 5))
-    perftest ib_write_bw -s "$size" -n "$n" -q "$qps" --report_gbits >/dev/null
+    perftest ib_write_bw -s "$size" -n "$n" -q "$qps" >/dev/null
     mv "$work/ib_write_bw.txt" "$work/pt_write_${size}_q$qps.txt"
-    perftest ib_read_bw -s "$size" -n "$n" -q "$qps" --report_gbits >/dev/null
+    perftest ib_read_bw -s "$size" -n "$n" -q "$qps" >/dev/null
     mv "$work/ib_read_bw.txt" "$work/pt_read_${size}_q$qps.txt"
     podnet_p2p "pn_write_${size}_q$qps" -o write -m bw -s "$size" -n "$n" -t 128
     podnet_p2p "pn_read_${size}_q$qps" -o read -m bw -s "$size" -n "$n" -t 128
@@ -82,9 +92,9 @@ perftest ib_write_lat -s 8 -n "$lat_iters" >/dev/null
 podnet_p2p pn_send_lat -o send -m lat -s 8 -n "$lat_iters"
 podnet_p2p pn_wn_lat -o write_notify -m lat -s 8 -n "$lat_iters"
 
-python3 - "$work" "$device" "$gid" "$qps_list" <<'EOF' | tee "${out:-/dev/null}"
+python3 - "$work" "$device" "$gid" "$qps_list" "$bind" <<'EOF' | tee "${out:-/dev/null}"
 import json, os, re, sys, datetime
-work, device, gid, qps_list = sys.argv[1:5]
+work, device, gid, qps_list, bind = sys.argv[1:6]
 def perftest(name, col):
     # the client's result row: first field the size, then iterations and the figures
     try:
@@ -106,7 +116,14 @@ rows = []
 for q in qps_list.split():
     for size in (65536, 1048576):
         for op in ("write", "read"):
-            pt = perftest(f"pt_{op}_{size}_q{q}.txt", 3)          # BW average [Gb/s]
+            # BW average in MB/sec, MB = 2^20 bytes (perftest's format_factor): 4 significant
+            # digits where --report_gbits gives 0.29 Gb/s, a 2 % step.
+            pt = perftest(f"pt_{op}_{size}_q{q}.txt", 3)
+            rate = perftest(f"pt_{op}_{size}_q{q}.txt", 4)         # MsgRate [Mpps]
+            if pt is not None:
+                pt = pt * 1048576 * 8 / 1e9
+                if rate and rate * size * 8 / 1e3 > 0 and abs(pt / (rate * size * 8 / 1e3) - 1) > 0.05 and rate >= 1e-4:
+                    sys.exit(f"compare_verbs: perftest's MB/sec and MsgRate disagree for {op} {size}: units changed?")
             pn = podnet(f"pn_{op}_{size}_q{q}", "bw_gbits_per_s")
             qp = "" if q == "1" else f", {q} QPs"
             rows.append((f"{op} bandwidth {size} B{qp} [Gb/s]", f"ib_{op}_bw" + ("" if q == "1" else f" -q {q}"),
@@ -116,7 +133,7 @@ for tool, name, pnname in (("ib_send_lat", "send", "pn_send_lat"), ("ib_write_la
     pn = podnet(pnname, "t_typical_us")
     rows.append((f"{name} latency 8 B, typical [us]", tool, pt, pn, "lat"))
 print(f"# podnet verbs vs perftest, {datetime.datetime.now():%Y-%m-%d %H:%M}, device {device} GID index {gid}")
-print("# same device, same run; bandwidth target >= 0.90x, latency target <= 1.10x")
+print(f"# same device, same run, same placement (--bind {bind}); bandwidth target >= 0.90x, latency target <= 1.10x")
 print(f"# {'measurement':42} {'perftest tool':18} {'perftest':>10} {'podnet':>10} {'ratio':>7}  target")
 for label, tool, pt, pn, kind in rows:
     ratio = pn / pt if pt and pn else None

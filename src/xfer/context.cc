@@ -174,6 +174,7 @@ Status ContextImpl::create_verbs() {
   vo.chunk = config_.verbs_chunk;
   vo.qps = config_.verbs_qps;
   vo.inline_bytes = config_.verbs_inline;
+  vo.signal_every = config_.verbs_signal_every;
   vo.check = config_.verbs_check;
   vo.ack_timeout = config_.verbs_timeout;
   vo.retry_count = config_.verbs_retry;

@@ -85,8 +85,11 @@ if has coll; then
 fi
 
 if has compare; then
+  # Both placements, the same for both tools each time: unbound, then pinned to two CPUs.
   run_suite compare_verbs 600 env PODNET_LAB_GID_INDEX="$gid_index" "$src/bench/compare_verbs.sh" \
-    --podnet "$podnet" --out "$out/compare.txt" --qps "1 4"
+    --podnet "$podnet" --out "$out/compare.txt" --qps "1 4" --bind none
+  run_suite compare_verbs_pinned 600 env PODNET_LAB_GID_INDEX="$gid_index" "$src/bench/compare_verbs.sh" \
+    --podnet "$podnet" --out "$out/compare-pinned.txt" --qps 1 --bind core
 fi
 
 exec_script=$(cmdline exec)

@@ -1,6 +1,7 @@
 // The verbs transport: address fields and reachability (pure), "unavailable with a reason" on
 // hosts without RDMA, and, on a real device (the soft-RoCE lab), that the NIC itself refuses
 // what podnet did not grant.
+#include <algorithm>
 #include <filesystem>
 
 #include "pair.h"
@@ -81,6 +82,7 @@ TEST(VerbsWire, HelloDecoderChecksTheDataLanes) {
 // a full queue always has a completion coming).
 TEST(VerbsSendQueue, SignaledCompletionRetiresTheUnsignaledRunBeforeIt) {
   verbs::SendQueueCount sq(64);
+  std::vector<uint64_t> retired;
   int signaled = 0;
   for (int i = 0; i < 40; ++i) {
     bool s = sq.want_signal();
@@ -89,10 +91,12 @@ TEST(VerbsSendQueue, SignaledCompletionRetiresTheUnsignaledRunBeforeIt) {
   }
   EXPECT_EQ(signaled, 40 / verbs::SendQueueCount::kSignalEvery);  // the 16th and the 32nd
   EXPECT_EQ(sq.used(), 40);
-  sq.completed();  // the 16th: it and the 15 before it
+  sq.completed(retired);  // the 16th: it and the 15 before it
   EXPECT_EQ(sq.used(), 24);
-  sq.completed();
+  sq.completed(retired);
   EXPECT_EQ(sq.used(), 8);  // 8 unsignaled wait for the next signaled one
+  EXPECT_TRUE(retired.empty()) << "inline messages hand nothing back";
+  EXPECT_FALSE(sq.needs_flush()) << "inline messages need no completion of their own";
 
   verbs::SendQueueCount small(8);
   for (int i = 0; i < 6; ++i) small.posted(small.want_signal());
@@ -100,8 +104,74 @@ TEST(VerbsSendQueue, SignaledCompletionRetiresTheUnsignaledRunBeforeIt) {
   small.posted(true);
   small.posted(small.want_signal());
   EXPECT_TRUE(small.full());
-  small.completed();
+  small.completed(retired);
   EXPECT_LT(small.used(), 2) << "the first signaled completion retires the run before it";
+}
+
+// RDMA chunks: unsignaled only behind a signaled one in flight; each is handed back, in post
+// order, by the completion that retires it; a tail with nothing signaled behind asks for a
+// flush.
+TEST(VerbsSendQueue, UnsignaledChunksAreHandedBackByTheCompletionThatRetiresThem) {
+  verbs::SendQueueCount sq(256);
+  std::vector<uint64_t> retired;
+  EXPECT_TRUE(sq.want_signal_rdma()) << "nothing in flight: one chunk at a time stays signaled";
+  sq.posted(true);
+  sq.completed(retired);
+  EXPECT_TRUE(retired.empty());
+  EXPECT_FALSE(sq.needs_flush());
+
+  // A stream of 40 chunks, ids 1..40.
+  std::vector<bool> sig;
+  for (uint64_t id = 1; id <= 40; ++id) {
+    bool s = sq.want_signal_rdma();
+    sig.push_back(s);
+    sq.posted(s, s ? 0 : id);
+  }
+  EXPECT_TRUE(sig[0]) << "the first of a stream is signaled";
+  EXPECT_FALSE(sig[1]);
+  EXPECT_EQ(std::count(sig.begin(), sig.end(), true), 3) << "chunk 1, then every 16th (17 and 33)";
+  EXPECT_TRUE(sig[16] && sig[32]);
+  EXPECT_FALSE(sq.needs_flush()) << "signaled chunks are in flight";
+
+  sq.completed(retired);  // chunk 1: nothing before it
+  EXPECT_TRUE(retired.empty());
+  sq.completed(retired);  // chunk 17 retires 2..16
+  ASSERT_EQ(retired.size(), 15u);
+  EXPECT_EQ(retired.front(), 2u);
+  EXPECT_EQ(retired.back(), 16u);
+  retired.clear();
+  EXPECT_FALSE(sq.needs_flush());
+  sq.completed(retired);  // chunk 33 retires 18..32
+  ASSERT_EQ(retired.size(), 15u);
+  EXPECT_EQ(retired.front(), 18u);
+  retired.clear();
+  EXPECT_TRUE(sq.needs_flush()) << "34..40 wait behind nothing signaled";
+  EXPECT_EQ(sq.used(), 7);
+  sq.posted(true);  // the flush
+  EXPECT_FALSE(sq.needs_flush());
+  sq.completed(retired);
+  ASSERT_EQ(retired.size(), 7u);
+  EXPECT_EQ(retired.front(), 34u);
+  EXPECT_EQ(retired.back(), 40u);
+  EXPECT_EQ(sq.used(), 0);
+
+  // PODNET_VERBS_SIGNAL_EVERY=1: every chunk signaled, nothing ever handed back.
+  verbs::SendQueueCount every(256, 1);
+  retired.clear();
+  for (uint64_t id = 1; id <= 5; ++id) {
+    EXPECT_TRUE(every.want_signal_rdma());
+    every.posted(true);
+  }
+  every.completed(retired);
+  EXPECT_TRUE(retired.empty());
+  EXPECT_FALSE(every.needs_flush());
+
+  // Nearly full: a chunk is signaled even behind a signaled one.
+  verbs::SendQueueCount small(4);
+  small.posted(true);
+  EXPECT_FALSE(small.want_signal_rdma());
+  small.posted(false, 7);
+  EXPECT_TRUE(small.want_signal_rdma()) << "two slots left";
 }
 
 // On a host without RDMA the transport says so, and the context leaves verbs out of its
@@ -119,6 +189,23 @@ TEST(VerbsTransport, UnavailableWithAReasonWithoutADevice) {
     o.bind_address = "127.0.0.1";
     auto ctx = Context::create(o).value();
     EXPECT_EQ(ctx->address().find(";verbs="), std::string::npos) << ctx->address();
+  }
+}
+
+// Knob values are checked before any device is opened, so the error quotes the knob on every
+// host (a build without libibverbs says that instead).
+TEST(VerbsTransport, RefusesASignalIntervalOutsideTheSendQueue) {
+  auto engine = detail::ProgressEngine::create({}).value();
+  auto registry = std::make_shared<detail::MemoryRegistry>(1);
+  for (int every : {0, -1, 16385}) {
+    verbs::VerbsOptions o;
+    o.signal_every = every;
+    auto t = verbs::create_verbs_transport(*engine, *registry, 1, 0, o);
+    ASSERT_FALSE(t.ok());
+    if (t.status().message().find("built without libibverbs") != std::string::npos) GTEST_SKIP() << t.status().message();
+    EXPECT_EQ(t.status().code(), Code::kInvalidArgument) << t.status().message();
+    EXPECT_NE(t.status().message().find(fmt::format("PODNET_VERBS_SIGNAL_EVERY={}", every)), std::string::npos)
+        << t.status().message();
   }
 }
 

@@ -67,8 +67,13 @@ void VerbsEndpoint::handle(const ibv_wc& wc, Done& done) {
   if (q == nullptr) return;
   const WrKind kind = wr_kind(wc.wr_id);
   if (kind != WrKind::kRecv) {
-    q->sq.completed();
+    retired_.clear();
+    q->sq.completed(retired_);
     if (kind == WrKind::kSlot) q->give_slot(static_cast<int>(wr_slot(wc.wr_id)));
+    // Unsignaled chunks before this one completed first (RC completes in order); on an error
+    // the endpoint fails below, and every operation with it.
+    if (wc.status == IBV_WC_SUCCESS)
+      for (uint64_t id : retired_) chunk_done(id, ref.lane, done);
   }
   if (wc.status != IBV_WC_SUCCESS) {
     if (wc.status == IBV_WC_WR_FLUSH_ERR) return;  // the QP failed earlier; that error was reported
@@ -106,30 +111,32 @@ void VerbsEndpoint::handle(const ibv_wc& wc, Done& done) {
       return;
     }
     case WrKind::kChunk:
-    case WrKind::kPull: {
-      auto it = ops_.find(wr_op(wc.wr_id));
-      if (it == ops_.end()) return;  // failed earlier
-      Op& op = it->second;
-      if (ref.lane > 0) --op.lane_outstanding;
-      if (--op.outstanding > 0 || !op.all_posted) return;
-      if (op.pull) {
-        ibv_dereg_mr(op.mr);
-        op.recv.req->bytes = op.len;
-        op.recv.req->tag = op.tag;
-        done.reqs.emplace_back(op.recv.req, Status::Ok());
-        Msg fin;
-        fin.type = MsgType::kFin;
-        fin.id = op.rdv_id;
-        replies_.push_back(fin);
-      } else {
-        done.reqs.emplace_back(op.req, Status::Ok());
-      }
-      ops_.erase(it);
-      return;
-    }
+    case WrKind::kPull:
+      return chunk_done(wc.wr_id, ref.lane, done);
     default:
       return;  // kSlot, kInline, kBeat: accounted above
   }
+}
+
+void VerbsEndpoint::chunk_done(uint64_t wr_id, int lane, Done& done) {
+  auto it = ops_.find(wr_op(wr_id));
+  if (it == ops_.end()) return;  // failed earlier
+  Op& op = it->second;
+  if (lane > 0) --op.lane_outstanding;
+  if (--op.outstanding > 0 || !op.all_posted) return;
+  if (op.pull) {
+    ibv_dereg_mr(op.mr);
+    op.recv.req->bytes = op.len;
+    op.recv.req->tag = op.tag;
+    done.reqs.emplace_back(op.recv.req, Status::Ok());
+    Msg fin;
+    fin.type = MsgType::kFin;
+    fin.id = op.rdv_id;
+    replies_.push_back(fin);
+  } else {
+    done.reqs.emplace_back(op.req, Status::Ok());
+  }
+  ops_.erase(it);
 }
 
 void VerbsEndpoint::on_request_msg(const Msg& m, const std::byte* payload, Done& done) {

@@ -71,6 +71,7 @@ Hello VerbsEndpoint::hello(Hello::Kind kind, const QueuePair& q,
 Status VerbsEndpoint::create_lanes(std::vector<std::unique_ptr<QueuePair>>& lanes, size_t n) {
   QpShape s;
   s.sq_depth = transport_->options().sq_depth;
+  s.signal_every = transport_->options().signal_every;
   s.recv_depth = 1;
   s.recv_size = 64;
   s.send_slots = 1;
@@ -123,6 +124,7 @@ QpShape VerbsEndpoint::shape(bool request_qp) const {
   const auto& o = transport_->options();
   QpShape s;
   s.sq_depth = o.sq_depth;
+  s.signal_every = o.signal_every;
   s.inline_bytes = static_cast<uint32_t>(o.inline_bytes);
   if (request_qp) {
     s.recv_depth = 2 * o.recv_depth + 16;  // replies: one per request at most, plus credits and revokes
@@ -414,14 +416,15 @@ bool VerbsEndpoint::post_slot(QueuePair& q, const Msg& m, const void* payload, s
 }
 
 bool VerbsEndpoint::post_rdma(QueuePair& q, ibv_wr_opcode opcode, uint64_t wr_id, std::byte* laddr, uint32_t lkey,
-                              size_t len, uint64_t raddr, uint32_t rkey, uint32_t imm_be) {
+                              size_t len, uint64_t raddr, uint32_t rkey, uint32_t imm_be, bool may_skip_signal) {
   ibv_sge sge{reinterpret_cast<uint64_t>(laddr), static_cast<uint32_t>(len), lkey};
   ibv_send_wr wr{};
+  const bool signaled = !may_skip_signal || q.sq.want_signal_rdma();
   wr.wr_id = wr_id;
   wr.sg_list = len > 0 ? &sge : nullptr;
   wr.num_sge = len > 0 ? 1 : 0;
   wr.opcode = opcode;
-  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.send_flags = signaled ? IBV_SEND_SIGNALED : 0;
   wr.imm_data = imm_be;
   wr.wr.rdma.remote_addr = raddr;
   wr.wr.rdma.rkey = rkey;
@@ -430,9 +433,23 @@ bool VerbsEndpoint::post_rdma(QueuePair& q, ibv_wr_opcode opcode, uint64_t wr_id
     post_failed_ = Status::PeerFailed("ibv_post_send: {}", std::strerror(rc));
     return false;
   }
-  q.sq.posted(true);
+  q.sq.posted(signaled, signaled ? 0 : wr_id);
   last_post_ns_ = now_ns();
   return true;
+}
+
+// Unsignaled chunks with no signaled work request behind them (send_queue.h): an empty RDMA
+// write, signaled, retires them. It needs no address or key at the target (IBA C9-88); the
+// peer's heartbeat word is named anyway.
+void VerbsEndpoint::flush_unsignaled() {
+  auto flush = [&](QueuePair& q) {
+    if (!q.sq.needs_flush() || q.sq.full()) return;
+    post_rdma(q, IBV_WR_RDMA_WRITE, make_wr_id(WrKind::kBeat, 0, 0), nullptr, 0, 0, peer_req_.beat_addr,
+              peer_req_.beat_rkey, 0);
+  };
+  if (!connected_) return;
+  flush(*req_qp_);
+  for (auto& q : req_lanes_) flush(*q);
 }
 
 void VerbsEndpoint::pump(Done& done) {
@@ -466,6 +483,7 @@ void VerbsEndpoint::pump(Done& done) {
     if (!handled) break;
     pending_.pop_front();
   }
+  flush_unsignaled();
   if (!post_failed_.ok()) {
     Status st = post_failed_;
     post_failed_ = {};
@@ -523,9 +541,11 @@ bool VerbsEndpoint::pump_one_sided(Pending& p, Done& done) {
     ibv_wr_opcode opc = p.kind == Kind::kRead ? IBV_WR_RDMA_READ
                         : with_imm            ? IBV_WR_RDMA_WRITE_WITH_IMM
                                               : IBV_WR_RDMA_WRITE;
+    // Plain chunks may go unsignaled (a later completion retires them); an immediate is
+    // signaled, it completes the caller's notification.
     uint64_t wr_id = make_wr_id(WrKind::kChunk, 0, p.op_id);
     if (!post_rdma(q, opc, wr_id, p.laddr + p.posted, p.lkey, n, p.raddr + p.posted, k.rkey,
-                   htonl(static_cast<uint32_t>(p.imm))))
+                   htonl(static_cast<uint32_t>(p.imm)), !with_imm))
       return true;  // pump() fails the endpoint
     if (with_imm) --credits_;
     ++op.outstanding;

@@ -178,7 +178,9 @@ class VerbsEndpoint : public detail::TransportEndpoint, public std::enable_share
   bool post_reply(Msg m);                                            // serve QP
   bool post_slot(QueuePair& q, const Msg& m, const void* payload, size_t len, const char* what);
   bool post_rdma(QueuePair& q, ibv_wr_opcode opcode, uint64_t wr_id, std::byte* laddr, uint32_t lkey, size_t len,
-                 uint64_t raddr, uint32_t rkey, uint32_t imm_be);
+                 uint64_t raddr, uint32_t rkey, uint32_t imm_be, bool may_skip_signal = false);
+  void flush_unsignaled();
+  void chunk_done(uint64_t wr_id, int lane, Done& done);  // a kChunk / kPull work request completed
   void pump_pulls();
   void start_pull(detail::PostedRecv recv, uint64_t rdv_id, Done& done);
   void fail_key(uint64_t key, const Status& why, Done& done);
@@ -218,6 +220,7 @@ class VerbsEndpoint : public detail::TransportEndpoint, public std::enable_share
   Status post_failed_;  // an ibv_post_send error inside pump(): fails the endpoint there
   int64_t created_ns_ = 0, last_post_ns_ = 0;
   std::mutex poll_mu_;  // one thread drains the CQ at a time (keeps message order)
+  std::vector<uint64_t> retired_;  // handle(): unsignaled chunks a completion retired
   std::vector<std::byte> beat_;
   ibv_mr* beat_mr_ = nullptr;
 

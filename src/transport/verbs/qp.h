@@ -29,6 +29,7 @@ inline constexpr uint32_t kMaxInline = 256;  // PODNET_VERBS_INLINE's ceiling (a
 
 struct QpShape {
   int sq_depth = 256;
+  int signal_every = 16;  // SendQueueCount
   int recv_depth = 128;
   uint32_t recv_size = 64;  // bytes per receive buffer
   int send_slots = 128;
@@ -70,7 +71,7 @@ class QueuePair {
   SendQueueCount sq;  // work requests posted and not retired
 
  private:
-  QueuePair(Device& d, const QpShape& s) : sq(s.sq_depth), device_(d), shape_(s) {}
+  QueuePair(Device& d, const QpShape& s) : sq(s.sq_depth, s.signal_every), device_(d), shape_(s) {}
   Device& device_;
   QpShape shape_;
   ibv_qp* qp_ = nullptr;

@@ -98,6 +98,9 @@ Result<std::unique_ptr<VerbsTransport>> VerbsTransport::create(detail::ProgressE
     return Status::InvalidArgument("PODNET_VERBS_EAGER_MAX={}: expected 64 .. 1M", o.eager_max);
   if (o.inline_bytes > kMaxInline)
     return Status::InvalidArgument("PODNET_VERBS_INLINE={}: expected 0 .. {}", o.inline_bytes, kMaxInline);
+  // Larger than the send queue is harmless: a nearly full queue signals anyway.
+  if (o.signal_every < 1 || o.signal_every > 16384)
+    return Status::InvalidArgument("PODNET_VERBS_SIGNAL_EVERY={}: expected 1 .. 16384", o.signal_every);
   if (o.qps < 1 || o.qps > static_cast<int>(kMaxLanes) + 1)
     return Status::InvalidArgument("PODNET_VERBS_QPS={}: expected 1 .. {}", o.qps, kMaxLanes + 1);
   if (o.ack_timeout < 1 || o.ack_timeout > 31 || o.retry_count < 0 || o.retry_count > 7)

@@ -24,6 +24,7 @@ struct VerbsOptions {
   int sq_depth = 256;          // work requests in flight per queue pair; more wait in a local queue
   size_t chunk = 0;            // largest single work request; 0: the port's max_msg_sz
   size_t inline_bytes = 256;   // sends up to this size (header included) go inline; 0: never
+  int signal_every = 16;       // one completion per N chunks / inline messages in a stream
   int qps = 1;                 // queue pairs per peer and direction that carry RDMA data (1..8)
   bool check = true;           // pre-check one-sided ops against the target's answer (off: NIC only)
   int ack_timeout = 14;        // local ACK timeout exponent: 4.096 us * 2^n
