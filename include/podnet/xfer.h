@@ -145,6 +145,10 @@ class Endpoint {
   virtual Request recv(void* buf, size_t capacity, uint64_t tag, uint64_t tag_mask = ~0ull) = 0;
   // Completes with the next write_notify immediate from this peer (Request::imm()).
   virtual Request recv_notify() = 0;
+  // Cancels the posted receives whose own tag matches `tag` under `tag_mask` and that no
+  // message has reached yet; they complete with kCancelled. A receive whose message is
+  // already being copied in (matched) completes as usual. Returns how many were cancelled.
+  virtual size_t cancel_recvs(uint64_t tag, uint64_t tag_mask = ~0ull) = 0;
   // A failed endpoint's first error (sticky); ok while healthy.
   virtual Status health() const = 0;
 };

@@ -68,6 +68,27 @@ Status Call::explain_timeout(Status timeout) {
                                       mismatched, info().describe()));
 }
 
+namespace {
+constexpr uint64_t kTopBits = 3ull << 62;
+constexpr uint64_t kCommMask = kTopBits | (0x1FFFFull << kCommShift);
+constexpr uint64_t kCallMask = kCommMask | (0x3FFFull << kSeqShift);
+}  // namespace
+
+void Call::cancel_receives() {
+  if (seq_ == 0) return;
+  for (int p = 0; p < size_; ++p)
+    if (p != rank_) comm_.peer(p).cancel_recvs(tag(0), kCallMask);
+}
+
+void Call::cancel_all(CommImpl& comm) {
+  const uint64_t coll = kCollBit | (static_cast<uint64_t>(comm.id()) & 0x1FFFF) << kCommShift;
+  for (int p = 0; p < comm.size(); ++p) {
+    if (p == comm.rank() || !comm.connected(p)) continue;
+    comm.peer(p).cancel_recvs(coll, kCommMask);
+    comm.peer(p).cancel_recvs(CommImpl::abort_tag(comm.id()));
+  }
+}
+
 Status Call::fail(Status why) const {
   if (why.ok()) return why;
   return Status(why.code(), fmt::format("{} seq {} ({}) on rank {} of communicator {:#x}: {}", collective_name(coll_),

@@ -72,6 +72,13 @@ class Call {
   // After a wait timed out: tells the others, gathers what they are doing for a moment, and
   // names the ranks that are in another call if there are any.
   Status explain_timeout(Status timeout);
+  // After this call failed: cancels its receives that no message has reached yet, so that a
+  // late message cannot land in the caller's buffers (or the communicator's scratch) after
+  // the call returned. Collectives only (point-to-point shares one tag space per peer).
+  void cancel_receives();
+  // Every receive a communicator may still have posted: its collectives' and its abort
+  // listeners' (the communicator is going away).
+  static void cancel_all(CommImpl& comm);
 
  private:
   uint64_t tag(uint32_t step) const;

@@ -92,6 +92,8 @@ CommImpl::~CommImpl() {
   }
   q_cv_.notify_all();
   if (worker_.joinable()) worker_.join();
+  // Nothing this communicator posted may complete into freed or reused memory later.
+  Call::cancel_all(*this);
 }
 
 Status CommImpl::aborted() const {
@@ -106,20 +108,33 @@ constexpr uint64_t kAbortTagBase = 3ull << 62;
 constexpr size_t kAbortTextMax = 2048;
 }  // namespace
 
+// On the communicator's thread, after eps_ is complete. abort() may run on another thread:
+// it reads eps_ only once `listeners_armed_` is set under abort_mu_, after which eps_ never
+// changes. An abort that came before (and so could not tell the peers) is sent now.
+uint64_t CommImpl::abort_tag(uint32_t id) { return kAbortTagBase | static_cast<uint64_t>(id); }
+
 void CommImpl::arm_abort_listeners() {
-  if (listeners_armed_) return;
-  listeners_armed_ = true;
+  if (listeners_posted_) return;
+  listeners_posted_ = true;
   abort_listeners_.resize(size());
   abort_texts_.resize(size());
-  uint64_t tag = kAbortTagBase | static_cast<uint64_t>(id_);
+  uint64_t tag = abort_tag(id_);
   for (int p = 0; p < size(); ++p) {
     if (p == rank_) continue;
     auto text = std::make_shared<std::string>(kAbortTextMax, '\0');
     abort_texts_[p] = text;
     abort_listeners_[p] = eps_[p]->recv(text->data(), text->size(), tag);
-    // The posted receive outlives this communicator; the callback keeps its buffer alive.
+    // The callback keeps the buffer alive until the receive completes (an abort message, or
+    // the cancel when this communicator is destroyed).
     abort_listeners_[p].on_complete([text](const Status&) {});
   }
+  Status pending;
+  {
+    std::lock_guard lk(abort_mu_);
+    listeners_armed_ = true;
+    if (is_aborted_.load(std::memory_order_relaxed) && !abort_sent_) pending = aborted_;
+  }
+  if (!pending.ok()) broadcast_abort(pending, CallInfo{});
 }
 
 // Abort payload: the sender's CallInfo (fixed 24 bytes), then the reason as text.
@@ -215,6 +230,19 @@ void CommImpl::abort(const Status& why) {
   broadcast_abort(st, CallInfo{});
 }
 
+// A failed call may leave receives posted into scratch (a peer's message can still arrive
+// and be copied there, even after this communicator is gone): its buffers are never freed or
+// resized again. They go to a list that lives as long as the process (memory stays reachable,
+// so leak checkers stay quiet); the next call starts with fresh ones.
+void CommImpl::retire_scratch() {
+  static std::mutex mu;
+  static auto* graveyard = new std::vector<std::vector<std::byte>>();
+  std::lock_guard lk(mu);
+  for (auto& s : scratch_)
+    if (s.capacity() > 0) graveyard->push_back(std::move(s));
+  for (auto& s : scratch_) s = {};
+}
+
 std::byte* CommImpl::scratch(size_t bytes, int which) {
   auto& s = scratch_[which];
   if (s.size() < bytes) s.resize(bytes);
@@ -275,6 +303,8 @@ Status CommImpl::run(Collective c, DataType t, ReduceOp op, size_t count, int ro
   last_algo_[static_cast<size_t>(c)].store(call.algorithm(), std::memory_order_release);
   if (!st.ok()) {
     PODNET_WARN(kColl, "{}", st.message());
+    call.cancel_receives();
+    retire_scratch();
     // Tell the other ranks, so that they fail now with this reason instead of waiting for
     // a timeout (or for data that will never come).
     if (st.code() != Code::kPeerFailed) broadcast_abort(st, call.info());

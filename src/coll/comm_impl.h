@@ -71,6 +71,8 @@ class CommImpl final : public Communicator {
 
   // For Call.
   Endpoint& peer(int r) { return *eps_[r]; }
+  bool connected(int r) const { return eps_[r] != nullptr; }
+  static uint64_t abort_tag(uint32_t id);
   uint32_t next_seq() { return ++seq_; }
   uint32_t next_p2p_seq(int peer, bool sending) { return ++(sending ? p2p_send_seq_ : p2p_recv_seq_)[peer]; }
   std::chrono::milliseconds timeout() const { return timeout_; }
@@ -111,6 +113,7 @@ class CommImpl final : public Communicator {
   std::vector<std::shared_ptr<Endpoint>> eps_;
   std::vector<uint32_t> p2p_send_seq_, p2p_recv_seq_;
   std::vector<std::vector<std::byte>> scratch_;
+  void retire_scratch();
   std::unique_ptr<Arena> arena_;
   bool arena_tried_ = false;
   bool warned_shm_fallback_ = false;
@@ -125,7 +128,8 @@ class CommImpl final : public Communicator {
   // One receive per peer for its abort message (tag bits 62 and 63 both set).
   std::vector<Request> abort_listeners_;
   std::vector<std::shared_ptr<std::string>> abort_texts_;
-  bool listeners_armed_ = false;
+  bool listeners_posted_ = false;  // the communicator's thread only
+  bool listeners_armed_ = false;  // under abort_mu_: eps_ is complete (broadcast_abort may use it)
   bool abort_sent_ = false;
 
   std::mutex q_mu_;

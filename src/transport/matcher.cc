@@ -121,6 +121,31 @@ void TagMatcher::fail(const Status& status) {
   for (auto& r : notify) r->complete(status);
 }
 
+size_t TagMatcher::cancel(uint64_t tag, uint64_t mask) {
+  std::vector<PostedRecv> gone;
+  {
+    std::lock_guard lk(mu_);
+    auto mine = [&](const PostedRecv& r) { return (r.tag & mask) == (tag & mask); };
+    for (auto it = posted_.begin(); it != posted_.end();) {
+      if (mine(*it)) {
+        gone.push_back(std::move(*it));
+        it = posted_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    for (auto& u : unexpected_)
+      if (u->attached && mine(*u->attached)) {
+        gone.push_back(std::move(*u->attached));
+        u->attached.reset();
+      }
+  }
+  for (auto& r : gone)
+    r.req->complete(Status(Code::kCancelled, fmt::format("{} seq {} (tag {:#x}) cancelled before a message reached it",
+                                                         r.req->op(), r.req->seq(), r.tag)));
+  return gone.size();
+}
+
 void deliver_eager(const PostedRecv& recv, const std::byte* data, size_t length, uint64_t tag) {
   if (length > recv.capacity) {
     recv.req->complete(Status::InvalidArgument("{} seq {}: message of {} bytes (tag {}) exceeds the receive buffer of {} bytes",

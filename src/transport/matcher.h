@@ -71,6 +71,10 @@ class TagMatcher {
   // The peer failed: every posted receive and notification completes with `status`;
   // later posts fail unless data that already arrived satisfies them.
   void fail(const Status& status);
+  // Removes the posted receives whose own tag matches (tag, mask), and those attached to a
+  // message still arriving (that message stays queued as unexpected), and completes them
+  // with kCancelled. Returns how many.
+  size_t cancel(uint64_t tag, uint64_t mask);
 
  private:
   std::optional<PostedRecv> take_posted(uint64_t tag);  // with mu_ held

@@ -41,6 +41,8 @@ class TransportEndpoint {
   virtual Req send(const void* buf, size_t len, uint64_t tag) = 0;
   virtual Req recv(void* buf, size_t capacity, uint64_t tag, uint64_t mask) = 0;
   virtual Req recv_notify() = 0;
+  // Endpoint::cancel_recvs: the posted receives of this peer's matcher.
+  virtual size_t cancel_recvs(uint64_t tag, uint64_t mask) = 0;
   virtual Status health() const = 0;
 };
 

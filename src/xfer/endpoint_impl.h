@@ -28,6 +28,7 @@ class EndpointImpl final : public Endpoint {
   Request send(const void* buf, size_t len, uint64_t tag) override;
   Request recv(void* buf, size_t capacity, uint64_t tag, uint64_t tag_mask) override;
   Request recv_notify() override;
+  size_t cancel_recvs(uint64_t tag, uint64_t tag_mask) override { return te_->cancel_recvs(tag, tag_mask); }
   Status health() const override { return te_->health(); }
 
  private:

@@ -82,6 +82,41 @@ TEST(Xfer, TagsMatchInPostedOrderWithMask) {
   EXPECT_EQ(r3.tag(), 0x2CDu);
 }
 
+// cancel_recvs: the posted receives whose own tag matches complete with kCancelled and
+// nothing is written into their buffers; a message sent afterwards waits as unexpected and
+// goes to the next matching receive; receives outside the mask stay posted.
+TEST(Xfer, CancelledReceivesNeverSeeTheirMessage) {
+  Pair p = Pair::make();
+  for (size_t n : {size_t{64}, size_t{1} << 20}) {  // eager, and rendezvous-sized
+    SCOPED_TRACE(n);
+    std::vector<std::byte> gone1(n, std::byte{0x11}), gone2(n, std::byte{0x11}), kept(n, std::byte{0x11});
+    std::vector<std::byte> later(n), src = pattern(n, 7);
+    Request c1 = p.ba->recv(gone1.data(), n, 0x5A01);
+    Request c2 = p.ba->recv(gone2.data(), n, 0x5A02);
+    Request k = p.ba->recv(kept.data(), n, 0x6A01);
+    EXPECT_EQ(p.ba->cancel_recvs(0x5A00, 0xFF00), 2u);
+    for (Request* r : {&c1, &c2}) {
+      Status st = r->wait(kWait);
+      EXPECT_EQ(st.code(), Code::kCancelled) << st.to_string();
+      EXPECT_NE(st.message().find("cancelled"), std::string::npos) << st.to_string();
+    }
+    EXPECT_FALSE(k.test()) << "a receive outside the mask stays posted";
+    // A rendezvous-sized send completes only once a receive takes it: wait at the end.
+    Request s1 = p.ab->send(src.data(), n, 0x5A01);
+    Request s2 = p.ab->send(src.data(), n, 0x6A01);
+    ASSERT_TRUE(k.wait(kWait).ok());
+    EXPECT_EQ(kept, src);
+    Request r = p.ba->recv(later.data(), n, 0x5A01);
+    ASSERT_TRUE(r.wait(kWait).ok());
+    ASSERT_TRUE(s1.wait(kWait).ok());
+    ASSERT_TRUE(s2.wait(kWait).ok());
+    EXPECT_EQ(later, src) << "the message after the cancel waits for the next receive";
+    EXPECT_EQ(gone1, std::vector<std::byte>(n, std::byte{0x11})) << "nothing lands in a cancelled receive";
+    EXPECT_EQ(gone2, std::vector<std::byte>(n, std::byte{0x11}));
+    EXPECT_EQ(p.ba->cancel_recvs(0x5A00, 0xFF00), 0u) << "nothing left to cancel";
+  }
+}
+
 TEST(Xfer, MessageLargerThanReceiveBufferFailsClearly) {
   Pair p = Pair::make();
   for (size_t n : {size_t{100}, size_t{1} << 20}) {

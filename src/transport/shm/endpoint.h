@@ -57,6 +57,7 @@ class ShmEndpoint : public detail::TransportEndpoint, public std::enable_shared_
   Req send(const void* buf, size_t len, uint64_t tag) override;
   Req recv(void* buf, size_t capacity, uint64_t tag, uint64_t mask) override;
   Req recv_notify() override;
+  size_t cancel_recvs(uint64_t tag, uint64_t mask) override { return matcher_.cancel(tag, mask); }
   Status health() const override;
 
   int poll();
