@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <string_view>
 
 #include "bootstrap/socket_util.h"
@@ -166,6 +167,19 @@ Result<std::vector<NetIf>> select_interfaces(const std::vector<NetIf>& ifs, cons
     rest.remove_prefix(comma + 1);
   }
   return out;
+}
+
+std::vector<std::string> software_rdma_devices(const std::string& sysfs_class) {
+  std::vector<std::string> soft;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(sysfs_class, ec)) {
+    std::error_code ec2;
+    const std::string real = std::filesystem::canonical(e.path(), ec2).string();
+    if (ec2 || real.find("/devices/virtual/") == std::string::npos) return {};
+    soft.push_back(e.path().filename().string());
+  }
+  std::sort(soft.begin(), soft.end());
+  return soft;
 }
 
 }  // namespace podnet::bootstrap

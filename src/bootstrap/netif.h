@@ -54,4 +54,11 @@ int auto_tcp_streams(const std::vector<NetIf>& rails);
 inline constexpr size_t kEagerSlowLinks = 256 << 10, kEagerFastLinks = 64 << 10;
 size_t auto_tcp_eager_max(const std::vector<NetIf>& rails);
 
+// The RDMA devices under `sysfs_class` (normally /sys/class/infiniband) when every one of
+// them is a software device (rdma_rxe, siw: sysfs places them under /devices/virtual/, with
+// no hardware parent); empty when there is none or any is hardware. `podnet run` does not
+// bind ranks that use the verbs transport over such a device: its protocol work runs on the
+// ranks' own CPUs (docs/verbs.md measures what binding costs).
+std::vector<std::string> software_rdma_devices(const std::string& sysfs_class = "/sys/class/infiniband");
+
 }  // namespace podnet::bootstrap

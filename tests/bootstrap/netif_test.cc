@@ -1,6 +1,9 @@
 #include "bootstrap/netif.h"
 
 #include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <filesystem>
 
 namespace podnet::bootstrap {
 namespace {
@@ -161,4 +164,39 @@ TEST(NetIf, LoopbackReportsNoSpeed) {
 }
 
 }  // namespace
+}  // namespace podnet::bootstrap
+
+namespace podnet::bootstrap {
+namespace {
+// A fake sysfs: class/infiniband/<dev> links to devices/<parent>/infiniband/<dev>, as the
+// kernel lays it out (rxe and siw under devices/virtual, a NIC under its PCI device).
+struct FakeSysfs {
+  std::filesystem::path root;
+  FakeSysfs() {
+    char tmpl[] = "/tmp/podnet-sysfs-XXXXXX";
+    root = ::mkdtemp(tmpl);
+    std::filesystem::create_directories(root / "class/infiniband");
+  }
+  ~FakeSysfs() { std::filesystem::remove_all(root); }
+  void add(const std::string& dev, const std::string& parent) {
+    auto target = root / "devices" / parent / "infiniband" / dev;
+    std::filesystem::create_directories(target);
+    std::filesystem::create_directory_symlink("../../devices/" + parent + "/infiniband/" + dev,
+                                              root / "class/infiniband" / dev);
+  }
+  std::string cls() const { return (root / "class/infiniband").string(); }
+};
+}  // namespace
+
+TEST(NetIf, SoftwareRdmaDevicesOnlyWhenEveryDeviceIsSoftware) {
+  FakeSysfs s;
+  EXPECT_TRUE(software_rdma_devices(s.cls()).empty()) << "no device";
+  EXPECT_TRUE(software_rdma_devices(s.cls() + "/missing").empty()) << "no RDMA stack at all";
+  s.add("rxe0", "virtual");
+  s.add("siw1", "virtual");
+  EXPECT_EQ(software_rdma_devices(s.cls()), (std::vector<std::string>{"rxe0", "siw1"}));
+  s.add("mlx5_0", "pci0000:00/0000:00:02.0");
+  EXPECT_TRUE(software_rdma_devices(s.cls()).empty()) << "a hardware device is there too";
+}
+
 }  // namespace podnet::bootstrap

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -192,6 +193,36 @@ TEST(Run, EnvOptionsReachEveryRank) {
                       "echo \"$FOO $X\""});
   ASSERT_EQ(o.exit_code, 0) << describe(o);
   EXPECT_EQ(sorted_lines(o.out), (std::vector<std::string>{"[0] baz a b", "[1] baz a b"}));
+}
+
+// Placement: rank i on the i-th usable CPU by default (auto and core), unbound with none.
+// auto leaves ranks unbound only for verbs over software RDMA devices, which this host does
+// not have unless /sys/class/infiniband is full of them (then that case is skipped).
+TEST(Run, RanksAreBoundToOneCpuEachUnlessTold) {
+  cpu_set_t allowed;
+  ASSERT_EQ(sched_getaffinity(0, sizeof allowed, &allowed), 0);
+  if (CPU_COUNT(&allowed) < 2) GTEST_SKIP() << "needs 2 usable CPUs, this process may use " << CPU_COUNT(&allowed);
+  const std::string show = "grep Cpus_allowed_list /proc/self/status | cut -f2";
+  auto cpus_of = [&](std::vector<std::string> args) {
+    args.insert(args.end(), {"--", "sh", "-c", show});
+    Outcome o = podnet(args);
+    EXPECT_EQ(o.exit_code, 0) << describe(o);
+    return sorted_lines(o.out);
+  };
+  std::vector<int> usable;
+  for (int c = 0; c < CPU_SETSIZE && usable.size() < 2; ++c)
+    if (CPU_ISSET(c, &allowed)) usable.push_back(c);
+  const std::vector<std::string> bound = {"[0] " + std::to_string(usable[0]), "[1] " + std::to_string(usable[1])};
+  EXPECT_EQ(cpus_of({"run", "-n", "2"}), bound);
+  EXPECT_EQ(cpus_of({"run", "-n", "2", "--bind-to", "core"}), bound);
+  auto none = cpus_of({"run", "-n", "2", "--bind-to", "none"});
+  EXPECT_NE(none, bound) << "--bind-to none still bound the ranks";
+  std::error_code ec;
+  if (std::filesystem::exists("/sys/class/infiniband", ec) &&
+      !std::filesystem::is_empty("/sys/class/infiniband", ec))
+    GTEST_SKIP() << "this host has RDMA devices: the verbs case depends on what they are";
+  EXPECT_EQ(cpus_of({"run", "-n", "2", "--env", "PODNET_TRANSPORT=verbs"}), bound)
+      << "without software RDMA devices auto binds verbs ranks too";
 }
 
 TEST(Run, EnvCannotOverrideRankVariables) {

@@ -27,6 +27,9 @@ Every rank gets the launcher's environment, then the --env variables, then:
 Rank i is bound to the i-th CPU the launcher may use when there are at least N of them (as
 mpirun binds small jobs): ranks that wait for each other never share a CPU by accident.
 --bind-to none leaves placement to the scheduler; with fewer CPUs than ranks nothing is bound.
+The default, auto, is core except with PODNET_TRANSPORT=verbs when every RDMA device is a
+software one (rdma_rxe, siw): its protocol work runs on the ranks' CPUs, and bound ranks
+cannot move away from it (docs/verbs.md).
 
 With --lab NAME the ranks run inside the hosts of that lab (`podnet lab up`; docs/lab.md):
 ranks 0 .. K-1 on the first host (of --hosts, default every host h0, h1, ...), the next K on
@@ -87,10 +90,11 @@ void add_run_command(CLI::App& app) {
       ->check(CLI::NonNegativeNumber);
   run->add_option("--bind-to", options->bind_to,
                   "core: bind rank i to the i-th CPU this launcher may use (when there are at least N); "
-                  "none: leave placement to the scheduler")
-      ->type_name("core|none")
+                  "none: leave placement to the scheduler; auto: core, except none for PODNET_TRANSPORT=verbs "
+                  "over a software RDMA device (rxe, siw)")
+      ->type_name("auto|core|none")
       ->capture_default_str()
-      ->check(CLI::IsMember({"core", "none"}));
+      ->check(CLI::IsMember({"auto", "core", "none"}));
   run->add_option("--lab", options->lab, "start the ranks inside the hosts of this lab (podnet lab up)")
       ->type_name("NAME");
   run->add_option("--hosts", options->lab_hosts, "with --lab: the lab hosts to use, in order (default: all)")

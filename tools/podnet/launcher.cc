@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <climits>
@@ -24,6 +25,7 @@
 
 #include "base/clock.h"
 #include "base/log.h"
+#include "bootstrap/netif.h"
 #include "bootstrap/store.h"
 #include "launcher_lab.h"
 
@@ -557,13 +559,23 @@ int Job::run() {
   // CPU take turns at every message. Lab ranks share this machine's CPUs too.
   std::vector<int> cpus;
   cpu_set_t allowed;
-  if (options_.bind_to == "core" && sched_getaffinity(0, sizeof allowed, &allowed) == 0) {
+  if (options_.bind_to != "none" && sched_getaffinity(0, sizeof allowed, &allowed) == 0) {
     for (int c = 0; c < CPU_SETSIZE; ++c)
       if (CPU_ISSET(c, &allowed)) cpus.push_back(c);
     if (static_cast<int>(cpus.size()) < options_.nranks) {
       PODNET_INFO(kTool, "podnet run: {} ranks on {} CPUs: not binding ranks to cores", options_.nranks,
                   cpus.size());
       cpus.clear();
+    }
+    const bool verbs = std::any_of(base.begin(), base.end(),
+                                   [](const std::string& b) { return b == "PODNET_TRANSPORT=verbs"; });
+    if (!cpus.empty() && verbs && options_.bind_to == "auto") {
+      if (auto soft = bootstrap::software_rdma_devices(); !soft.empty()) {
+        PODNET_INFO(kTool, "podnet run: PODNET_TRANSPORT=verbs on the software RDMA device {}: not binding ranks to "
+                    "cores (its protocol work runs on the ranks' CPUs; --bind-to core binds anyway)",
+                    fmt::join(soft, ", "));
+        cpus.clear();
+      }
     }
   }
   for (int i = 0; i < options_.nranks; ++i) {

@@ -29,8 +29,10 @@ struct JobOptions {
   std::vector<std::string> lab_hosts;  // "h3" or "3"; empty: every host of the lab
   int ranks_per_host = 0;              // 0: ceil(nranks / hosts)
   // "core": rank i runs on the i-th CPU the launcher may use (mpirun's default for small
-  // jobs), only when there are at least as many CPUs as ranks; "none": the scheduler's choice.
-  std::string bind_to = "core";
+  // jobs), only when there are at least as many CPUs as ranks; "none": the scheduler's choice;
+  // "auto": core, except none when the ranks use verbs over a software RDMA device only
+  // (bootstrap::software_rdma_devices).
+  std::string bind_to = "auto";
 };
 
 // Exit codes other than a rank's own (documented in `podnet run --help`).
