@@ -108,11 +108,11 @@ constexpr uint64_t kAbortTagBase = 3ull << 62;
 constexpr size_t kAbortTextMax = 2048;
 }  // namespace
 
+uint64_t CommImpl::abort_tag(uint32_t id) { return kAbortTagBase | static_cast<uint64_t>(id); }
+
 // On the communicator's thread, after eps_ is complete. abort() may run on another thread:
 // it reads eps_ only once `listeners_armed_` is set under abort_mu_, after which eps_ never
 // changes. An abort that came before (and so could not tell the peers) is sent now.
-uint64_t CommImpl::abort_tag(uint32_t id) { return kAbortTagBase | static_cast<uint64_t>(id); }
-
 void CommImpl::arm_abort_listeners() {
   if (listeners_posted_) return;
   listeners_posted_ = true;

@@ -447,7 +447,7 @@ void VerbsEndpoint::flush_unsignaled() {
     post_rdma(q, IBV_WR_RDMA_WRITE, make_wr_id(WrKind::kBeat, 0, 0), nullptr, 0, 0, peer_req_.beat_addr,
               peer_req_.beat_rkey, 0);
   };
-  if (!connected_) return;
+  if (!connected_ || !failed_.ok()) return;  // a failed endpoint's QPs are in the error state
   flush(*req_qp_);
   for (auto& q : req_lanes_) flush(*q);
 }
