@@ -350,7 +350,7 @@ std::string_view CommImpl::pick(Collective c, size_t bytes) {
   // A table measured on this many ranks (`podnet tune`, which times shm too) comes first.
   const TuneTable* t = loaded_tune_table();
   if (fits && (t == nullptr || t->nranks != size()) && need <= arena_crossover(c, size())) return "shm";
-  std::string_view a = choose_algorithm(c, bytes, size(), world_.slow_links());
+  std::string_view a = choose_algorithm(c, bytes, size(), world_.slow_links(), world_.oversubscribed());
   if (a == "shm" && !fits) return algorithms_for(c).front();  // measured with an arena this call does not fit
   return a;
 }

@@ -107,7 +107,7 @@ const TuneTable* loaded_tune_table() {
   return table ? &*table : nullptr;
 }
 
-std::string_view choose_algorithm(Collective c, size_t bytes, int n, bool slow_links) {
+std::string_view choose_algorithm(Collective c, size_t bytes, int n, bool slow_links, bool oversubscribed) {
   if (const TuneTable* t = loaded_tune_table(); t != nullptr && t->nranks == n) {
     const TuneEntry* last = nullptr;
     for (const auto& e : t->entries) {
@@ -131,6 +131,11 @@ std::string_view choose_algorithm(Collective c, size_t bytes, int n, bool slow_l
         break;  // the others: the loopback choices measured as well as any in the lab
     }
   }
+  // More ranks than CPUs on one host: a chain's hops cannot run at the same time, and each
+  // waits for a descheduled rank; the binomial tree's log2(n) rounds win at every size (4
+  // ranks on 2 CPUs, four interleaved rounds each: shm 16 MiB 5.3-5.9 against 6.6-7.8 ms,
+  // tcp 64 MiB 49.7-50.3 against 51.3-56.5 ms; docs/collectives.md).
+  if (oversubscribed && c == Collective::kBroadcast) return "binomial";
   // Measured on loopback TCP (bench/coll notes): latency-bound sizes want few dependent
   // rounds; bandwidth-bound sizes want every byte to cross each link about once.
   switch (c) {

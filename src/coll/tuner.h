@@ -16,7 +16,9 @@ const std::vector<std::string_view>& algorithms_for(Collective c);
 // broadcast, one block for the others) on `nranks` ranks. `slow_links`: every rank's links
 // are of known speed up to 10 Gbit/s (World::slow_links(), the same on every rank), where the
 // built-in choices were measured in the virtual pod lab; otherwise on loopback.
-std::string_view choose_algorithm(Collective c, size_t bytes, int nranks, bool slow_links = false);
+// `oversubscribed`: every rank on one host with more ranks than CPUs (World::oversubscribed()).
+std::string_view choose_algorithm(Collective c, size_t bytes, int nranks, bool slow_links = false,
+                                  bool oversubscribed = false);
 // The largest call (in slot bytes, as algo::arena_bytes() counts them) for which the built-in
 // table prefers the shared-memory arena ("shm") over the transport-based algorithms, when a
 // communicator has one. Measured with `podnet bench coll -a shm` against the others

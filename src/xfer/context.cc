@@ -27,6 +27,24 @@ std::string format_address(const PeerAddress& a) {
   return s;
 }
 
+bool one_host_oversubscribed(const std::vector<std::string>& addresses, long cpus) {
+  if (addresses.size() <= 1 || static_cast<long>(addresses.size()) <= cpus) return false;
+  // The shm host id (boot id and namespaces) where every rank has one, else the host name
+  // (PODNET_TRANSPORT=tcp leaves shm out of the address).
+  std::vector<PeerAddress> all;
+  bool shm = true;
+  for (const std::string& blob : addresses) {
+    auto pa = parse_address(blob);
+    if (!pa.ok()) return false;
+    shm = shm && !pa->shm.empty();
+    all.push_back(std::move(pa).value());
+  }
+  auto host = [shm](const PeerAddress& a) { return shm ? a.shm.substr(0, a.shm.find(',')) : a.host; };
+  for (const PeerAddress& a : all)
+    if (host(a).empty() || host(a) != host(all.front())) return false;
+  return true;
+}
+
 Result<PeerAddress> parse_address(std::string_view blob) {
   constexpr std::string_view kPrefix = "podnet1;";
   if (blob.substr(0, kPrefix.size()) != kPrefix)

@@ -1,5 +1,7 @@
 #include "xfer/world.h"
 
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
@@ -121,6 +123,7 @@ Result<std::unique_ptr<World>> World::create(const Options& options) {
     auto pa = detail::parse_address(blob);
     if (!pa.ok() || !bootstrap::is_slow_link(pa->link_mbps)) w->slow_links_ = false;
   }
+  w->oversubscribed_ = detail::one_host_oversubscribed(w->addresses_, ::sysconf(_SC_NPROCESSORS_ONLN));
   int64_t t4 = now_ns();
   if (options.connect_all) {
     for (int r = 0; r < w->info_.world_size; ++r) PODNET_RETURN_IF_ERROR(w->peer(r).status());

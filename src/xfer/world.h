@@ -54,6 +54,9 @@ class World {
   // answer on every rank: it comes from the exchanged addresses). Collectives then use the
   // built-in choices measured on such links.
   bool slow_links() const { return slow_links_; }
+  // True when every rank is on this host and the ranks outnumber its online CPUs (the same
+  // answer on every rank). Collectives then prefer algorithms with fewer dependent hops.
+  bool oversubscribed() const { return oversubscribed_; }
 
  private:
   World() = default;
@@ -64,6 +67,7 @@ class World {
   std::unique_ptr<Context> ctx_;
   std::vector<std::string> addresses_;
   bool slow_links_ = false;
+  bool oversubscribed_ = false;
   std::mutex peer_mu_;
   std::vector<std::shared_ptr<Endpoint>> peers_;
 };

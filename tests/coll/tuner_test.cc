@@ -29,6 +29,18 @@ TEST(Tuner, SlowLinksPipelineBroadcastsAbove4K) {
   EXPECT_EQ(choose_algorithm(Collective::kBroadcast, 64 * K, 2, true), "binomial");
 }
 
+TEST(Tuner, OversubscribedHostsBroadcastWithTheBinomialTreeAtEverySize) {
+  EXPECT_EQ(choose_algorithm(Collective::kBroadcast, 16 * K * K, 4), "chain");
+  for (size_t bytes : {size_t{8}, 256 * K, 16 * K * K})
+    EXPECT_EQ(choose_algorithm(Collective::kBroadcast, bytes, 4, false, /*oversubscribed=*/true), "binomial") << bytes;
+  // Slow links decide first (the lab's hosts share one machine's CPUs too).
+  EXPECT_EQ(choose_algorithm(Collective::kBroadcast, 16 * K * K, 8, true, true), "chain");
+  // The other collectives keep their choices.
+  for (Collective c : {Collective::kAllreduce, Collective::kAllgather, Collective::kAlltoall})
+    for (size_t bytes : {size_t{8}, 256 * K, 16 * K * K})
+      EXPECT_EQ(choose_algorithm(c, bytes, 4, false, true), choose_algorithm(c, bytes, 4)) << collective_name(c);
+}
+
 TEST(Tuner, TwoRanksGatherWithTheRingAtEverySize) {
   // bruck's local rotation buys nothing when there is one peer.
   EXPECT_EQ(choose_algorithm(Collective::kAllgather, 8, 2), "ring");
@@ -48,9 +60,10 @@ TEST(Tuner, EveryChoiceIsAnAlgorithmOfItsCollective) {
   for (int i = 1; i <= static_cast<int>(Collective::kSendRecv); ++i) {
     auto c = static_cast<Collective>(i);
     for (bool slow : {false, true})
-      for (size_t bytes : {size_t{0}, size_t{8}, 64 * K, 16 * K * K})
-        for (int n : {1, 2, 3, 8, 64})
-          EXPECT_TRUE(validate_algorithm(c, choose_algorithm(c, bytes, n, slow)).ok()) << collective_name(c);
+      for (bool crowded : {false, true})
+        for (size_t bytes : {size_t{0}, size_t{8}, 64 * K, 16 * K * K})
+          for (int n : {1, 2, 3, 8, 64})
+            EXPECT_TRUE(validate_algorithm(c, choose_algorithm(c, bytes, n, slow, crowded)).ok()) << collective_name(c);
   }
 }
 

@@ -34,5 +34,33 @@ TEST(PeerAddress, BadLinkSpeedIsRefusedQuotingIt) {
   EXPECT_FALSE(parse_address("podnet1;id=12;rank=0;host=h;tcp=127.0.0.1:1;mbps=-5").ok());
 }
 
+// Oversubscription is judged from the exchanged addresses, so every rank agrees: one host id
+// (the shm field) for all, and more ranks than CPUs.
+TEST(PeerAddress, OneHostOversubscribedNeedsOneHostAndMoreRanksThanCpus) {
+  auto addr = [](int rank, const std::string& shm) {
+    return format_address(PeerAddress{0x10u + rank, rank, "h", "127.0.0.1:4000", shm, "auto", "", 0});
+  };
+  std::vector<std::string> four;
+  for (int r = 0; r < 4; ++r) four.push_back(addr(r, "boot-a," + std::to_string(100 + r) + ",sock" + std::to_string(r)));
+  EXPECT_TRUE(one_host_oversubscribed(four, 2));
+  EXPECT_FALSE(one_host_oversubscribed(four, 4)) << "as many CPUs as ranks";
+  EXPECT_FALSE(one_host_oversubscribed(four, 16));
+  auto two_hosts = four;
+  two_hosts[3] = addr(3, "boot-b,103,sock3");
+  EXPECT_FALSE(one_host_oversubscribed(two_hosts, 2)) << "ranks on another host";
+  // Without shm in the addresses (PODNET_TRANSPORT=tcp) the host names decide.
+  auto named = [](int rank, const std::string& host) {
+    return format_address(PeerAddress{0x10u + rank, rank, host, "127.0.0.1:4000", "", "tcp", "", 0});
+  };
+  std::vector<std::string> tcp_only{named(0, "vm"), named(1, "vm"), named(2, "vm")};
+  EXPECT_TRUE(one_host_oversubscribed(tcp_only, 2));
+  tcp_only[2] = named(2, "other");
+  EXPECT_FALSE(one_host_oversubscribed(tcp_only, 2));
+  auto mixed = four;
+  mixed[1] = named(1, "h");
+  EXPECT_TRUE(one_host_oversubscribed(mixed, 2)) << "one rank without shm: all compared by host name";
+  EXPECT_FALSE(one_host_oversubscribed({four[0]}, 0)) << "one rank waits for nobody";
+}
+
 }  // namespace
 }  // namespace podnet::detail
