@@ -136,6 +136,12 @@ std::string_view choose_algorithm(Collective c, size_t bytes, int n, bool slow_l
   // ranks on 2 CPUs, four interleaved rounds each: shm 16 MiB 5.3-5.9 against 6.6-7.8 ms,
   // tcp 64 MiB 49.7-50.3 against 51.3-56.5 ms; docs/collectives.md).
   if (oversubscribed && c == Collective::kBroadcast) return "binomial";
+  // Likewise allreduce above 1 MiB on a power-of-two count: rabenseifner's 2 log2(n) steps
+  // against the ring's 2(n-1), same bytes (4 ranks on 2 CPUs, three interleaved rounds: shm
+  // 16 MiB 15.7-16.7 against 18.3-20.7 ms, tcp 4 MiB 5.8-6.3 against 8.0-8.6 ms; 8 ranks
+  // shm 16 MiB 40.8-41.7 against 43.3-43.4 ms). On 3 ranks the ring stayed ahead.
+  if (oversubscribed && c == Collective::kAllreduce && n > 2 && (n & (n - 1)) == 0 && bytes > (1u << 20))
+    return "rabenseifner";
   // Measured on loopback TCP (bench/coll notes): latency-bound sizes want few dependent
   // rounds; bandwidth-bound sizes want every byte to cross each link about once.
   switch (c) {

@@ -29,14 +29,23 @@ TEST(Tuner, SlowLinksPipelineBroadcastsAbove4K) {
   EXPECT_EQ(choose_algorithm(Collective::kBroadcast, 64 * K, 2, true), "binomial");
 }
 
-TEST(Tuner, OversubscribedHostsBroadcastWithTheBinomialTreeAtEverySize) {
+TEST(Tuner, OversubscribedHostsPreferFewerDependentSteps) {
   EXPECT_EQ(choose_algorithm(Collective::kBroadcast, 16 * K * K, 4), "chain");
   for (size_t bytes : {size_t{8}, 256 * K, 16 * K * K})
     EXPECT_EQ(choose_algorithm(Collective::kBroadcast, bytes, 4, false, /*oversubscribed=*/true), "binomial") << bytes;
   // Slow links decide first (the lab's hosts share one machine's CPUs too).
   EXPECT_EQ(choose_algorithm(Collective::kBroadcast, 16 * K * K, 8, true, true), "chain");
+  // Allreduce above 1 MiB on a power-of-two count: rabenseifner instead of the ring.
+  EXPECT_EQ(choose_algorithm(Collective::kAllreduce, 16 * K * K, 4), "ring");
+  EXPECT_EQ(choose_algorithm(Collective::kAllreduce, 16 * K * K, 4, false, true), "rabenseifner");
+  EXPECT_EQ(choose_algorithm(Collective::kAllreduce, 16 * K * K, 8, false, true), "rabenseifner");
+  EXPECT_EQ(choose_algorithm(Collective::kAllreduce, 16 * K * K, 3, false, true), "ring") << "3 ranks: the ring won";
+  EXPECT_EQ(choose_algorithm(Collective::kAllreduce, 16 * K * K, 2, false, true), "ring");
+  EXPECT_EQ(choose_algorithm(Collective::kAllreduce, 16 * K * K, 8, true, true), "ring") << "slow links decide first";
+  for (size_t bytes : {size_t{8}, 64 * K, K * K})
+    EXPECT_EQ(choose_algorithm(Collective::kAllreduce, bytes, 4, false, true), choose_algorithm(Collective::kAllreduce, bytes, 4));
   // The other collectives keep their choices.
-  for (Collective c : {Collective::kAllreduce, Collective::kAllgather, Collective::kAlltoall})
+  for (Collective c : {Collective::kAllgather, Collective::kAlltoall})
     for (size_t bytes : {size_t{8}, 256 * K, 16 * K * K})
       EXPECT_EQ(choose_algorithm(c, bytes, 4, false, true), choose_algorithm(c, bytes, 4)) << collective_name(c);
 }
