@@ -86,6 +86,10 @@ class Communicator {
   virtual Status allreduce(const void* send, void* recv, size_t count, DataType t, ReduceOp op) = 0;
   virtual Status reduce(const void* send, void* recv, size_t count, DataType t, ReduceOp op, int root) = 0;
   virtual Status broadcast(void* buf, size_t count, DataType t, int root) = 0;
+  // Out of place (as ncclBroadcast): the root's `send` lands in every rank's `recv`, the
+  // root's own included; other ranks ignore `send`. The root copies into its `recv` while
+  // its sends are in flight.
+  virtual Status broadcast(const void* send, void* recv, size_t count, DataType t, int root) = 0;
   // recv holds size() * count elements, rank r's contribution at r * count.
   virtual Status allgather(const void* send, void* recv, size_t count, DataType t) = 0;
   virtual Status allgatherv(const void* send, size_t send_count, void* recv, const std::vector<size_t>& counts,

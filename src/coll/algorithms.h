@@ -23,8 +23,10 @@ Status allreduce_one_shot(Call& c, const void* send, void* recv, size_t count);
 Status allreduce_rabenseifner(Call& c, const void* send, void* recv, size_t count);
 // rooted
 Status reduce_binomial(Call& c, const void* send, void* recv, size_t count, int root);
-Status broadcast_binomial(Call& c, void* buf, size_t count, int root);
-Status broadcast_chain(Call& c, void* buf, size_t count, int root);
+// Broadcasts: `send` is read at the root only (== buf in place); the root's copy into its own
+// `buf` runs after its sends are posted, while they are in flight.
+Status broadcast_binomial(Call& c, const void* send, void* buf, size_t count, int root);
+Status broadcast_chain(Call& c, const void* send, void* buf, size_t count, int root);
 Status gather_linear(Call& c, const void* send, void* recv, size_t count, int root);
 Status scatter_linear(Call& c, const void* send, void* recv, size_t count, int root);
 // allgather
@@ -49,7 +51,7 @@ Status barrier_dissemination(Call& c);
 size_t arena_bytes(Collective coll, size_t bytes, int n);
 Status shm_allreduce(Call& c, Arena& a, const void* send, void* recv, size_t count);
 Status shm_reduce(Call& c, Arena& a, const void* send, void* recv, size_t count, int root);
-Status shm_broadcast(Call& c, Arena& a, void* buf, size_t count, int root);
+Status shm_broadcast(Call& c, Arena& a, const void* send, void* buf, size_t count, int root);
 Status shm_allgather(Call& c, Arena& a, const void* send, void* recv, size_t count);
 Status shm_gather(Call& c, Arena& a, const void* send, void* recv, size_t count, int root);
 Status shm_reduce_scatter(Call& c, Arena& a, const void* send, void* recv, size_t count);

@@ -187,7 +187,7 @@ Status allreduce_recursive_doubling(Call& c, const void* send, void* recv, size_
 Status allreduce_tree(Call& c, const void* send, void* recv, size_t count) {
   // A binomial tree: reduce to rank 0, then broadcast from it.
   PODNET_RETURN_IF_ERROR(reduce_binomial(c, send, recv, count, 0));
-  PODNET_RETURN_IF_ERROR(broadcast_binomial(c, recv, count, 0));
+  PODNET_RETURN_IF_ERROR(broadcast_binomial(c, recv, recv, count, 0));
   return {};
 }
 

@@ -151,10 +151,11 @@ Status shm_barrier(Call& c, Arena& a) {
   return everyone_posts(c, a, nullptr, 0, true, [](const std::byte* const*) {});
 }
 
-Status shm_broadcast(Call& c, Arena& a, void* buf, size_t count, int root) {
+Status shm_broadcast(Call& c, Arena& a, const void* send, void* buf, size_t count, int root) {
   const size_t bytes = count * c.esize();
-  return root_posts(c, a, buf, bytes, root, [&](const std::byte* src) {
-    if (c.rank() != root) copy(buf, src, bytes);
+  const bool at_root = c.rank() == root;
+  return root_posts(c, a, at_root ? send : buf, bytes, root, [&](const std::byte* src) {
+    if (!at_root || send != buf) copy(buf, src, bytes);  // the root: from its slot, once posted
   });
 }
 

@@ -378,14 +378,18 @@ Status CommImpl::reduce(const void* send, void* recv, size_t count, DataType t, 
   });
 }
 
-Status CommImpl::broadcast(void* buf, size_t count, DataType t, int root) {
+Status CommImpl::broadcast(void* buf, size_t count, DataType t, int root) { return broadcast(buf, buf, count, t, root); }
+
+Status CommImpl::broadcast(const void* send, void* recv, size_t count, DataType t, int root) {
   PODNET_RETURN_IF_ERROR(check_root("broadcast", root));
+  if (rank_ == root && send == nullptr && count > 0) return Status::InvalidArgument("broadcast: null send buffer at the root");
+  if (rank_ != root) send = recv;  // only the root's is read
   return run(Collective::kBroadcast, t, ReduceOp::kSum, count, root, [&](Call& c) {
     std::string_view a = pick(Collective::kBroadcast, count * c.esize());
     c.set_algorithm(a.data());
-    if (a == "shm") return algo::shm_broadcast(c, *arena_, buf, count, root);
-    if (a == "chain") return algo::broadcast_chain(c, buf, count, root);
-    return algo::broadcast_binomial(c, buf, count, root);
+    if (a == "shm") return algo::shm_broadcast(c, *arena_, send, recv, count, root);
+    if (a == "chain") return algo::broadcast_chain(c, send, recv, count, root);
+    return algo::broadcast_binomial(c, send, recv, count, root);
   });
 }
 

@@ -47,6 +47,7 @@ class CommImpl final : public Communicator {
   Status allreduce(const void* send, void* recv, size_t count, DataType t, ReduceOp op) override;
   Status reduce(const void* send, void* recv, size_t count, DataType t, ReduceOp op, int root) override;
   Status broadcast(void* buf, size_t count, DataType t, int root) override;
+  Status broadcast(const void* send, void* recv, size_t count, DataType t, int root) override;
   Status allgather(const void* send, void* recv, size_t count, DataType t) override;
   Status allgatherv(const void* send, size_t send_count, void* recv, const std::vector<size_t>& counts,
                     DataType t) override;

@@ -39,10 +39,11 @@ Status reduce_binomial(Call& c, const void* send, void* recv, size_t count, int 
   return {};
 }
 
-Status broadcast_binomial(Call& c, void* buf, size_t count, int root) {
+Status broadcast_binomial(Call& c, const void* send, void* buf, size_t count, int root) {
   const int n = c.size();
   const size_t bytes = count * c.esize();
   const int vr = (c.rank() - root + n) % n;
+  const void* src = vr == 0 ? send : buf;
   int mask = 1;
   while (mask < n) {
     if (vr & mask) {
@@ -55,14 +56,15 @@ Status broadcast_binomial(Call& c, void* buf, size_t count, int root) {
   for (mask >>= 1; mask > 0; mask >>= 1) {
     if (vr + mask < n) {
       int child = (vr + mask + root) % n;
-      sends.emplace_back(child, c.isend(child, buf, bytes, 200));
+      sends.emplace_back(child, c.isend(child, src, bytes, 200));
     }
   }
+  if (src != buf && bytes > 0) std::memcpy(buf, src, bytes);  // out of place, at the root
   for (auto& [p, r] : sends) PODNET_RETURN_IF_ERROR(c.wait_send(r, p));
   return {};
 }
 
-Status broadcast_chain(Call& c, void* buf, size_t count, int root) {
+Status broadcast_chain(Call& c, const void* send, void* buf, size_t count, int root) {
   // root -> root+1 -> ... in chunks: every link is busy at once once the pipe is full.
   const int n = c.size();
   const size_t bytes = count * c.esize();
@@ -80,8 +82,10 @@ Status broadcast_chain(Call& c, void* buf, size_t count, int root) {
   for (size_t k = 0; k < nchunks; ++k) {
     size_t off = k * chunk, len = std::min(chunk, bytes - std::min(bytes, off));
     if (vr != 0) PODNET_RETURN_IF_ERROR(c.wait_recv(rr[k], prev, len));
-    if (vr != n - 1) sr.push_back(c.isend(next, B(buf) + off, len, static_cast<uint32_t>(k)));
+    const std::byte* from = vr == 0 ? static_cast<const std::byte*>(send) : B(buf);
+    if (vr != n - 1) sr.push_back(c.isend(next, from + off, len, static_cast<uint32_t>(k)));
   }
+  if (vr == 0 && send != buf && bytes > 0) std::memcpy(buf, send, bytes);  // out of place, at the root
   for (auto& r : sr) PODNET_RETURN_IF_ERROR(c.wait_send(r, next));
   return {};
 }

@@ -35,12 +35,23 @@ size_t check_reduce_scatter(Communicator& c, const Case& k, const std::string& w
   return st.ok() ? compare(k.t, k.op, n, dst, k.count, r * k.count, what, r) : 0;
 }
 
+// In place: one buffer. Out of place: the root's send lands in every recv (the root's too);
+// the others' send buffers hold junk that must be ignored, and the root's stays as it was.
 size_t check_broadcast(Communicator& c, const Case& k, const std::string& what, Status& st) {
   const size_t es = dtype_size(k.t);
   auto buf = junk(k.count * es);
-  if (c.rank() == k.root) fill_pattern(k.t, buf.data(), k.count, key_bcast(k.root));
-  st = c.broadcast(buf.data(), k.count, k.t, k.root);
-  return st.ok() ? compare_pattern(k.t, buf.data(), k.count, key_bcast(k.root), what, c.rank()) : 0;
+  if (k.variant == Variant::kInPlace) {
+    if (c.rank() == k.root) fill_pattern(k.t, buf.data(), k.count, key_bcast(k.root));
+    st = c.broadcast(buf.data(), k.count, k.t, k.root);
+    return st.ok() ? compare_pattern(k.t, buf.data(), k.count, key_bcast(k.root), what, c.rank()) : 0;
+  }
+  auto send = junk(k.count * es);
+  if (c.rank() == k.root) fill_pattern(k.t, send.data(), k.count, key_bcast(k.root));
+  st = c.broadcast(send.data(), buf.data(), k.count, k.t, k.root);
+  if (!st.ok()) return 0;
+  size_t bad = compare_pattern(k.t, buf.data(), k.count, key_bcast(k.root), what, c.rank());
+  if (c.rank() == k.root) bad += compare_pattern(k.t, send.data(), k.count, key_bcast(k.root), what + " (root's send)", c.rank());
+  return bad;
 }
 
 // allgather and allgatherv: rank b's block holds key_gather(b).

@@ -42,7 +42,7 @@ inline bool rooted(Collective c) {
 inline std::vector<Variant> variants(Collective c) {
   switch (c) {
     case Collective::kAllreduce: case Collective::kReduce: case Collective::kReduceScatter:
-    case Collective::kAlltoall: case Collective::kAlltoallv:
+    case Collective::kAlltoall: case Collective::kAlltoallv: case Collective::kBroadcast:
       return {Variant::kOutOfPlace, Variant::kInPlace};
     case Collective::kAllgather: case Collective::kAllgatherv: case Collective::kGather: case Collective::kScatter:
       return {Variant::kOutOfPlace, Variant::kInPlace, Variant::kAlias};

@@ -273,9 +273,7 @@ Status CollBench::launch(const CollCase& c, const CollCounts& n, bool in_place) 
       return in_place ? comm_.reduce_scatter(r, mine, p, t, c.op) : comm_.reduce_scatter(s, r, p, t, c.op);
     case Collective::kAlltoall: return comm_.alltoall(in_place ? r : s, r, p, t);
     case Collective::kBroadcast:
-      // podnet's broadcast has one buffer: out of place, the root copies its input over first.
-      if (!in_place && comm_.rank() == c.root && p > 0) std::memcpy(r, s, p * es);
-      return comm_.broadcast(r, p, t, c.root);
+      return in_place ? comm_.broadcast(r, p, t, c.root) : comm_.broadcast(s, r, p, t, c.root);
     case Collective::kReduce: return comm_.reduce(in_place ? r : s, r, p, t, c.op, c.root);
     case Collective::kGather: return comm_.gather(in_place ? mine : s, r, p, t, c.root);
     case Collective::kScatter:
