@@ -153,9 +153,9 @@ Status shm_barrier(Call& c, Arena& a) {
 
 Status shm_broadcast(Call& c, Arena& a, const void* send, void* buf, size_t count, int root) {
   const size_t bytes = count * c.esize();
-  const bool at_root = c.rank() == root;
-  return root_posts(c, a, at_root ? send : buf, bytes, root, [&](const std::byte* src) {
-    if (!at_root || send != buf) copy(buf, src, bytes);  // the root: from its slot, once posted
+  // Only the root's `send` is read (root_posts); the root copies from its slot, once posted.
+  return root_posts(c, a, send, bytes, root, [&](const std::byte* src) {
+    if (c.rank() != root || send != buf) copy(buf, src, bytes);
   });
 }
 

@@ -383,7 +383,6 @@ Status CommImpl::broadcast(void* buf, size_t count, DataType t, int root) { retu
 Status CommImpl::broadcast(const void* send, void* recv, size_t count, DataType t, int root) {
   PODNET_RETURN_IF_ERROR(check_root("broadcast", root));
   if (rank_ == root && send == nullptr && count > 0) return Status::InvalidArgument("broadcast: null send buffer at the root");
-  if (rank_ != root) send = recv;  // only the root's is read
   return run(Collective::kBroadcast, t, ReduceOp::kSum, count, root, [&](Call& c) {
     std::string_view a = pick(Collective::kBroadcast, count * c.esize());
     c.set_algorithm(a.data());

@@ -74,6 +74,7 @@ Status broadcast_chain(Call& c, const void* send, void* buf, size_t count, int r
   const size_t nchunks = bytes == 0 ? 1 : (bytes + chunk - 1) / chunk;
   if (nchunks > 65535) return c.fail(Status::InvalidArgument("broadcast of {} bytes: too many chunks", bytes));
   std::vector<Request> rr(nchunks), sr;
+  const std::byte* from = vr == 0 ? B(send) : B(buf);  // the root sends from its input
   if (vr != 0)
     for (size_t k = 0; k < nchunks; ++k) {
       size_t off = k * chunk, len = std::min(chunk, bytes - std::min(bytes, off));
@@ -82,7 +83,6 @@ Status broadcast_chain(Call& c, const void* send, void* buf, size_t count, int r
   for (size_t k = 0; k < nchunks; ++k) {
     size_t off = k * chunk, len = std::min(chunk, bytes - std::min(bytes, off));
     if (vr != 0) PODNET_RETURN_IF_ERROR(c.wait_recv(rr[k], prev, len));
-    const std::byte* from = vr == 0 ? static_cast<const std::byte*>(send) : B(buf);
     if (vr != n - 1) sr.push_back(c.isend(next, from + off, len, static_cast<uint32_t>(k)));
   }
   if (vr == 0 && send != buf && bytes > 0) std::memcpy(buf, send, bytes);  // out of place, at the root

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <charconv>
 #include <random>
 
@@ -27,22 +28,19 @@ std::string format_address(const PeerAddress& a) {
   return s;
 }
 
-bool one_host_oversubscribed(const std::vector<std::string>& addresses, long cpus) {
-  if (addresses.size() <= 1 || static_cast<long>(addresses.size()) <= cpus) return false;
-  // The shm host id (boot id and namespaces) where every rank has one, else the host name
-  // (PODNET_TRANSPORT=tcp leaves shm out of the address).
-  std::vector<PeerAddress> all;
-  bool shm = true;
-  for (const std::string& blob : addresses) {
-    auto pa = parse_address(blob);
-    if (!pa.ok()) return false;
-    shm = shm && !pa->shm.empty();
-    all.push_back(std::move(pa).value());
-  }
-  auto host = [shm](const PeerAddress& a) { return shm ? a.shm.substr(0, a.shm.find(',')) : a.host; };
-  for (const PeerAddress& a : all)
-    if (host(a).empty() || host(a) != host(all.front())) return false;
-  return true;
+bool one_host_oversubscribed(const std::vector<PeerAddress>& peers, long cpus) {
+  if (peers.size() <= 1 || static_cast<long>(peers.size()) <= cpus) return false;
+  // The shm host id (host name, boot id and network namespace) where every rank has one,
+  // else the host name (PODNET_TRANSPORT=tcp leaves shm out of the address).
+  const bool shm = std::none_of(peers.begin(), peers.end(), [](const PeerAddress& a) { return a.shm.empty(); });
+  auto host = [shm](const PeerAddress& a) -> std::string {
+    if (!shm) return a.host;
+    auto s = shm::parse_shm_address(a.shm);
+    return s.ok() ? s->host_id : std::string();
+  };
+  const std::string first = host(peers.front());
+  return !first.empty() &&
+         std::all_of(peers.begin(), peers.end(), [&](const PeerAddress& a) { return host(a) == first; });
 }
 
 Result<PeerAddress> parse_address(std::string_view blob) {

@@ -33,7 +33,7 @@ Result<PeerAddress> parse_address(std::string_view blob);
 // True when every address names the same host (the shm host id, else the host name) and
 // there are more ranks than `cpus`: then the ranks take turns on the CPUs. Every rank
 // computes the same answer from the same addresses.
-bool one_host_oversubscribed(const std::vector<std::string>& addresses, long cpus);
+bool one_host_oversubscribed(const std::vector<PeerAddress>& peers, long cpus);
 
 class ContextImpl final : public Context {
  public:

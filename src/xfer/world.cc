@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
@@ -118,12 +119,16 @@ Result<std::unique_ptr<World>> World::create(const Options& options) {
     if (!a.ok()) return a.status().with_context("rank {}: waiting for the address of rank {}", w->info_.rank, r);
     w->addresses_[r] = std::move(a).value();
   }
-  w->slow_links_ = true;
-  for (const std::string& blob : w->addresses_) {
-    auto pa = detail::parse_address(blob);
-    if (!pa.ok() || !bootstrap::is_slow_link(pa->link_mbps)) w->slow_links_ = false;
+  // What every rank derives alike from the addresses (both stay false if one does not parse;
+  // connecting to that rank reports it).
+  std::vector<detail::PeerAddress> parsed;
+  for (const std::string& blob : w->addresses_)
+    if (auto pa = detail::parse_address(blob); pa.ok()) parsed.push_back(std::move(pa).value());
+  if (parsed.size() == w->addresses_.size()) {
+    w->slow_links_ = std::all_of(parsed.begin(), parsed.end(),
+                                 [](const detail::PeerAddress& a) { return bootstrap::is_slow_link(a.link_mbps); });
+    w->oversubscribed_ = detail::one_host_oversubscribed(parsed, ::sysconf(_SC_NPROCESSORS_ONLN));
   }
-  w->oversubscribed_ = detail::one_host_oversubscribed(w->addresses_, ::sysconf(_SC_NPROCESSORS_ONLN));
   int64_t t4 = now_ns();
   if (options.connect_all) {
     for (int r = 0; r < w->info_.world_size; ++r) PODNET_RETURN_IF_ERROR(w->peer(r).status());

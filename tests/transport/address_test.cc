@@ -38,9 +38,9 @@ TEST(PeerAddress, BadLinkSpeedIsRefusedQuotingIt) {
 // (the shm field) for all, and more ranks than CPUs.
 TEST(PeerAddress, OneHostOversubscribedNeedsOneHostAndMoreRanksThanCpus) {
   auto addr = [](int rank, const std::string& shm) {
-    return format_address(PeerAddress{0x10u + rank, rank, "h", "127.0.0.1:4000", shm, "auto", "", 0});
+    return PeerAddress{0x10u + rank, rank, "h", "127.0.0.1:4000", shm, "auto", "", 0};
   };
-  std::vector<std::string> four;
+  std::vector<PeerAddress> four;
   for (int r = 0; r < 4; ++r) four.push_back(addr(r, "boot-a," + std::to_string(100 + r) + ",sock" + std::to_string(r)));
   EXPECT_TRUE(one_host_oversubscribed(four, 2));
   EXPECT_FALSE(one_host_oversubscribed(four, 4)) << "as many CPUs as ranks";
@@ -50,9 +50,9 @@ TEST(PeerAddress, OneHostOversubscribedNeedsOneHostAndMoreRanksThanCpus) {
   EXPECT_FALSE(one_host_oversubscribed(two_hosts, 2)) << "ranks on another host";
   // Without shm in the addresses (PODNET_TRANSPORT=tcp) the host names decide.
   auto named = [](int rank, const std::string& host) {
-    return format_address(PeerAddress{0x10u + rank, rank, host, "127.0.0.1:4000", "", "tcp", "", 0});
+    return PeerAddress{0x10u + rank, rank, host, "127.0.0.1:4000", "", "tcp", "", 0};
   };
-  std::vector<std::string> tcp_only{named(0, "vm"), named(1, "vm"), named(2, "vm")};
+  std::vector<PeerAddress> tcp_only{named(0, "vm"), named(1, "vm"), named(2, "vm")};
   EXPECT_TRUE(one_host_oversubscribed(tcp_only, 2));
   tcp_only[2] = named(2, "other");
   EXPECT_FALSE(one_host_oversubscribed(tcp_only, 2));
