@@ -36,6 +36,14 @@ constexpr unsigned kQuietYieldMask = 255;
 // Not later: on a host that stays crowded, a wake-up every 2 ms per rank would take cores
 // from the ranks.
 constexpr int64_t kCrowdedRecheckNs = 2'000'000, kStartupNs = 500'000'000;
+// The running count is a snapshot, and a snapshot that catches one more thread than usual
+// (another rank's background thread reading the load at the same moment, a kernel worker)
+// read "crowded" for a whole period: 2-rank shm ping-pongs then ran at 1.0 instead of 0.77 us
+// per round trip for 10-30 ms stretches, in most runs. So the flag follows the readings only
+// after kCrowdedAgree of them in a row disagree with it, and each period is drawn within
+// +-25 % (without that, 3 runs in 8 still had the slow stretches: ranks started together
+// keep reading at the same instants and see each other's reader).
+constexpr int kCrowdedAgree = 3;
 constexpr unsigned kEpollMaskMin = 7, kEpollMaskMax = 63;
 
 // Runnable threads on this host right now (the 4th field of /proc/loadavg: "running/total"),
@@ -53,6 +61,8 @@ int runnable_threads() {
   return running;
 }
 }  // namespace
+
+ProgressEngine::ProgressEngine(const Options& options) : options_(options), crowded_filter_(true, kCrowdedAgree) {}
 
 Result<std::unique_ptr<ProgressEngine>> ProgressEngine::create(const Options& options) {
   std::unique_ptr<ProgressEngine> e(new ProgressEngine(options));
@@ -232,30 +242,38 @@ Status ProgressEngine::wait(RequestState& req, int64_t deadline_ns) {
 void ProgressEngine::refresh_crowded() {
   // The count includes the thread reading it (this one, which then goes back to sleep).
   int others = runnable_threads() - 1;
-  crowded_.store(others < 0 || others > ncpus_, std::memory_order_relaxed);
+  crowded_.store(crowded_filter_.update(others < 0 || others > ncpus_), std::memory_order_relaxed);
 }
 
 void ProgressEngine::background_loop() {
   const int64_t started = now_ns();
   int64_t next_tick = started, next_load = started;
+  uint64_t rng = static_cast<uint64_t>(started) ^ static_cast<uint64_t>(getpid()) << 20;
+  auto jittered = [&rng](int64_t period_ns) {  // period_ns +-25 % (xorshift64)
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return period_ns * 3 / 4 + static_cast<int64_t>(rng % static_cast<uint64_t>(period_ns / 2 + 1));
+  };
   while (running_.load(std::memory_order_acquire)) {
     int64_t now = now_ns();
     if (now >= next_load) {
       refresh_crowded();
       const bool soon = now - started < kStartupNs;
-      next_load = now + (soon ? kCrowdedRecheckNs : options_.tick_ms * 1'000'000ll);
+      next_load = now + jittered(soon ? kCrowdedRecheckNs : options_.tick_ms * 1'000'000ll);
     }
     if (now >= next_tick) {
       for (auto& fn : housekeeping_) fn();
       next_tick = now + options_.tick_ms * 1'000'000ll;
     }
-    int64_t until_tick_ms = std::max<int64_t>(1, (std::min(next_tick, next_load) - now) / 1'000'000);
+    const int64_t until_next_ns = std::max<int64_t>(100'000, std::min(next_tick, next_load) - now);
+    const int64_t until_tick_ms = std::max<int64_t>(1, until_next_ns / 1'000'000);
     bool waiters = fg_waiters_.load(std::memory_order_acquire) > 0 ||
                    now - fg_last_exit_ns_.load(std::memory_order_acquire) < kParkGraceNs;
     if (waiters) {
       // A user thread is driving progress; stay out of its way.
       uint32_t w = park_word_.load();
-      futex_wait(&park_word_, w, std::min<int64_t>(until_tick_ms * 1'000'000, kParkGraceNs));
+      futex_wait(&park_word_, w, std::min<int64_t>(until_next_ns, kParkGraceNs));
       continue;
     }
     bg_polling_.store(true, std::memory_order_release);

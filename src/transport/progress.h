@@ -45,6 +45,28 @@ class Poller {
   virtual void disarm() = 0;
 };
 
+// A flag that follows noisy readings only after `agree` readings in a row disagree with it
+// (the engine's "host is crowded" from /proc/loadavg snapshots).
+class Hysteresis {
+ public:
+  Hysteresis(bool initial, int agree) : value_(initial), agree_(agree) {}
+  bool update(bool reading) {
+    if (reading == value_) {
+      disagree_ = 0;
+    } else if (++disagree_ >= agree_) {
+      value_ = reading;
+      disagree_ = 0;
+    }
+    return value_;
+  }
+  bool value() const { return value_; }
+
+ private:
+  bool value_;
+  int agree_;
+  int disagree_ = 0;
+};
+
 class ProgressEngine {
  public:
   struct Options {
@@ -81,7 +103,7 @@ class ProgressEngine {
   void wake();  // interrupts a blocked poll
 
  private:
-  explicit ProgressEngine(const Options& options) : options_(options) {}
+  explicit ProgressEngine(const Options& options);
   void background_loop();
   void refresh_crowded();
   int run_pollers();
@@ -104,9 +126,10 @@ class ProgressEngine {
   std::atomic<EventHandler*> hot_{nullptr};
   unsigned yield_mask_ = 3;
   // More runnable threads than CPUs on this host (/proc/loadavg, refreshed every tick, and
-  // every 2 ms in the first 0.5 s):
+  // every 2 ms in the first 0.5 s; it changes after kCrowdedAgree readings in a row say so):
   // spinning waiters then yield every yield_every turns, else only every kQuietYieldMask+1.
   std::atomic<bool> crowded_{true};
+  Hysteresis crowded_filter_;  // the readings behind crowded_ (background thread only)
   int ncpus_ = 1;
   // A spinning waiter calls epoll_wait() every (epoll_mask_+1) turns: 8 while sockets are in
   // play, backing off to 64 while no socket had input and epoll finds nothing (shm and verbs
