@@ -263,6 +263,19 @@ Channel::Posted Channel::post(OutOp& op, Completions& done, const std::shared_pt
   return was_empty ? Posted::kQueuedFirst : Posted::kQueued;
 }
 
+bool Channel::try_emit_record(RecHdr hdr, const void* src, size_t len) {
+  if (len > max_fragment()) return false;
+  std::lock_guard lk(tx_mu_);
+  if (closed_ || !queued_.empty() || !ready()) return false;
+  RecHdr* h = tx_.reserve(record_bytes(len));
+  if (h == nullptr) return false;
+  hdr.plen = static_cast<uint32_t>(len);
+  if (len > 0) std::memcpy(payload(h), src, len);
+  tx_.commit(hdr);
+  if (tx_.publish()) ring_peer();
+  return true;
+}
+
 std::vector<std::shared_ptr<detail::RequestState>> Channel::close_queue() {
   std::vector<std::shared_ptr<detail::RequestState>> reqs;
   std::lock_guard lk(tx_mu_);

@@ -135,6 +135,10 @@ class Channel {
   // after close_queue(), nothing is taken and `op` is left as it was.
   enum class Posted { kEmitted, kQueuedFirst, kQueued, kRefused };
   Posted post(OutOp& op, Completions& done, const std::shared_ptr<detail::RequestState>* req = nullptr);
+  // The fast path of a message that fits one record: emits `hdr` (plen set here) with `len`
+  // payload bytes at once, or returns false, having changed nothing, when post() is needed
+  // (closed, not ready, operations queued, or no room).
+  bool try_emit_record(RecHdr hdr, const void* payload, size_t len);
   // Emits queued operations while there is room. Returns operations fully emitted.
   int drain(Completions& done);
   bool has_queued();

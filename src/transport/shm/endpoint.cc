@@ -200,6 +200,14 @@ ShmEndpoint::Req ShmEndpoint::send(const void* buf, size_t len, uint64_t tag) {
       return req;
     }
     op.hdr.type = Rec::kSend;
+    // A message in one record goes straight into the ring when nothing is queued before it:
+    // no OutOp to build, move and destroy (a third of send()'s instructions).
+    RecHdr one = op.hdr;
+    one.flags = kFirst | kLast;
+    if (ch->try_emit_record(one, buf, len)) {
+      req->complete(Status::Ok());
+      return req;
+    }
     op.src = static_cast<const std::byte*>(buf);
     op.len = len;
     op.fragments = true;
