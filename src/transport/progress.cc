@@ -230,7 +230,7 @@ Status ProgressEngine::wait(RequestState& req, int64_t deadline_ns) {
     }
     now = now_ns();
   }
-  fg_last_exit_ns_.store(now_ns(), std::memory_order_release);
+  fg_last_exit_ns_.store(now, std::memory_order_release);  // a few turns old at most: no clock read on the way out
   fg_waiters_.fetch_sub(1, std::memory_order_acq_rel);
   if (!req.done()) {
     return Status::Timeout("{} seq {} not complete after waiting {} ms", req.op(), req.seq(),
