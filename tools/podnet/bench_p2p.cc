@@ -39,9 +39,19 @@ bool matches(const std::byte* p, size_t n, uint64_t iter) {
   return true;
 }
 
+// The operation, parsed once: the timed loops branch on it every iteration.
+enum class Op { kWrite, kRead, kSend, kWriteNotify };
+Op op_of(const std::string& name) {
+  if (name == "write") return Op::kWrite;
+  if (name == "read") return Op::kRead;
+  if (name == "send") return Op::kSend;
+  return Op::kWriteNotify;  // the CLI accepts nothing else
+}
+
 struct Ctx {
   World& world;
   const P2pOptions& o;
+  Op op;
   std::shared_ptr<Endpoint> ep;
   std::vector<std::byte> buf;  // slots * size (+ room for the largest size)
   MemoryRegion mr;
@@ -86,15 +96,15 @@ uint64_t pack_batch(int first, int count) { return static_cast<uint64_t>(first) 
 
 Status bw_phase(Ctx& c, uint64_t size, int first, int count, int slots, P2pRow& row) {
   const bool check = c.o.check;
-  const bool target_checks = check && (c.o.op == "write" || c.o.op == "write_notify");
+  const bool target_checks = check && (c.op == Op::kWrite || c.op == Op::kWriteNotify);
   const int window = check ? std::min(c.o.window, slots) : c.o.window;
   const int end = first + count;
   auto post = [&](int i) -> Request {
     size_t off = static_cast<size_t>(i % slots) * size;
-    if (check && c.o.op != "read") fill(c.buf.data() + off, size, i);
-    if (c.o.op == "write") return c.ep->write(c.mr, off, c.peer_key, off, size);
-    if (c.o.op == "write_notify") return c.ep->write_notify(c.mr, off, c.peer_key, off, size, i);
-    if (c.o.op == "read") return c.ep->read(c.mr, off, c.peer_key, off, size);
+    if (check && c.op != Op::kRead) fill(c.buf.data() + off, size, i);
+    if (c.op == Op::kWrite) return c.ep->write(c.mr, off, c.peer_key, off, size);
+    if (c.op == Op::kWriteNotify) return c.ep->write_notify(c.mr, off, c.peer_key, off, size, i);
+    if (c.op == Op::kRead) return c.ep->read(c.mr, off, c.peer_key, off, size);
     return c.ep->send(c.buf.data() + off, size, i);
   };
   std::deque<std::pair<int, Request>> inflight;
@@ -109,7 +119,7 @@ Status bw_phase(Ctx& c, uint64_t size, int first, int count, int slots, P2pRow& 
     auto [i, r] = inflight.front();
     inflight.pop_front();
     PODNET_RETURN_IF_ERROR(r.wait(c.tmo));
-    if (check && c.o.op == "read" && !matches(c.buf.data() + (i % slots) * size, size, i % slots)) row.wrong++;
+    if (check && c.op == Op::kRead && !matches(c.buf.data() + (i % slots) * size, size, i % slots)) row.wrong++;
     if (check && inflight.empty() && (next - batch_start == window || next == end)) {
       if (target_checks) {
         PODNET_RETURN_IF_ERROR(ctrl_send(c, kCtrlBatch, pack_batch(batch_start, next - batch_start)));
@@ -147,7 +157,7 @@ Status bw_initiator(Ctx& c, uint64_t size, int iters, int warm, int slots, P2pRo
 Status bw_target_phase(Ctx& c, uint64_t size, int first, int count, int slots, uint64_t& wrong) {
   const int end = first + count;
   const int window = c.o.check ? std::min(c.o.window, slots) : c.o.window;
-  if (c.o.op == "send") {
+  if (c.op == Op::kSend) {
     std::deque<std::pair<int, Request>> posted;
     int next = first;
     const int depth = std::min(window, slots);
@@ -164,9 +174,9 @@ Status bw_target_phase(Ctx& c, uint64_t size, int first, int count, int slots, u
     }
     return {};
   }
-  if (c.o.op != "write" && c.o.op != "write_notify") return {};
+  if (c.op != Op::kWrite && c.op != Op::kWriteNotify) return {};
   if (!c.o.check) {
-    for (int i = first; i < end && c.o.op == "write_notify"; ++i) {
+    for (int i = first; i < end && c.op == Op::kWriteNotify; ++i) {
       Request n = c.ep->recv_notify();
       PODNET_RETURN_IF_ERROR(n.wait(c.tmo));
       if (n.imm() != static_cast<uint64_t>(i)) wrong++;
@@ -178,7 +188,7 @@ Status bw_target_phase(Ctx& c, uint64_t size, int first, int count, int slots, u
     int bfirst = static_cast<int>(b >> 32), bcount = static_cast<int>(b & 0xFFFFFFFF);
     uint64_t bad = 0;
     for (int i = bfirst; i < bfirst + bcount; ++i) {
-      if (c.o.op == "write_notify") {
+      if (c.op == Op::kWriteNotify) {
         // The batch message follows every acknowledgement, so the notifications are here.
         Request n = c.ep->recv_notify();
         PODNET_RETURN_IF_ERROR(n.wait(c.tmo));
@@ -198,7 +208,7 @@ Status bw_target_phase(Ctx& c, uint64_t size, int first, int count, int slots, u
 Status bw_target(Ctx& c, uint64_t size, int iters, int warm, int slots) {
   PODNET_ASSIGN_OR_RETURN(uint64_t go, ctrl_recv(c, kCtrlGo));
   if (go != size) return Status::Internal("peer benchmarks {} bytes, this rank {}", go, size);
-  if (c.o.op == "read")
+  if (c.op == Op::kRead)
     for (int s = 0; s < slots; ++s) fill(c.buf.data() + s * size, size, s);
   uint64_t warm_wrong = 0, wrong = 0;
   PODNET_RETURN_IF_ERROR(bw_target_phase(c, size, 0, warm, slots, warm_wrong));
@@ -206,7 +216,7 @@ Status bw_target(Ctx& c, uint64_t size, int iters, int warm, int slots) {
   PODNET_RETURN_IF_ERROR(ctrl_send(c, kCtrlGo, size));
   PODNET_RETURN_IF_ERROR(bw_target_phase(c, size, warm, iters, slots, wrong));
   // Batch verdicts went back already; report only what the initiator has not counted.
-  bool batch_checked = c.o.check && (c.o.op == "write" || c.o.op == "write_notify");
+  bool batch_checked = c.o.check && (c.op == Op::kWrite || c.op == Op::kWriteNotify);
   return ctrl_send(c, kCtrlDone, batch_checked ? 0 : wrong);
 }
 
@@ -218,16 +228,16 @@ Status lat_initiator(Ctx& c, uint64_t size, int iters, int warm, P2pRow& row) {
   telemetry::Histogram h;
   std::byte* src = c.buf.data();
   std::byte* dst = c.buf.data() + size;
-  bool pingpong = c.o.op == "send" || c.o.op == "write_notify";
+  bool pingpong = c.op == Op::kSend || c.op == Op::kWriteNotify;
   int64_t total_ns = 0;
   for (int i = 0; i < warm + iters; ++i) {
     if (c.o.check) fill(src, size, i);
     int64_t t0 = now_ns();
-    if (c.o.op == "write") {
+    if (c.op == Op::kWrite) {
       PODNET_RETURN_IF_ERROR(c.ep->write(c.mr, 0, c.peer_key, 0, size).wait(c.tmo));
-    } else if (c.o.op == "read") {
+    } else if (c.op == Op::kRead) {
       PODNET_RETURN_IF_ERROR(c.ep->read(c.mr, size, c.peer_key, 0, size).wait(c.tmo));
-    } else if (c.o.op == "send") {
+    } else if (c.op == Op::kSend) {
       Request r = c.ep->recv(dst, size, i);
       PODNET_RETURN_IF_ERROR(c.ep->send(src, size, i).wait(c.tmo));
       PODNET_RETURN_IF_ERROR(r.wait(c.tmo));
@@ -241,13 +251,13 @@ Status lat_initiator(Ctx& c, uint64_t size, int iters, int warm, P2pRow& row) {
       h.record(static_cast<uint64_t>(dt));
       total_ns += dt;
     }
-    if (c.o.check && c.o.op == "write") {
+    if (c.o.check && c.op == Op::kWrite) {
       // Read the payload back (untimed) to verify that it landed intact.
       PODNET_RETURN_IF_ERROR(c.ep->read(c.mr, size, c.peer_key, 0, size).wait(c.tmo));
     }
     if (c.o.check) {
       // The target echoes what it received (ping-pong) or holds the pattern (read).
-      uint64_t expect = c.o.op == "read" ? 0 : static_cast<uint64_t>(i);
+      uint64_t expect = c.op == Op::kRead ? 0 : static_cast<uint64_t>(i);
       if (!matches(dst, size, expect)) row.wrong++;
     }
   }
@@ -270,15 +280,15 @@ Status lat_target(Ctx& c, uint64_t size, int iters, int warm) {
   if (go != size) return Status::Internal("peer benchmarks {} bytes, this rank {}", go, size);
   uint64_t wrong = 0;
   std::byte* in = c.buf.data();
-  if (c.o.op == "read") fill(in, size, 0);
+  if (c.op == Op::kRead) fill(in, size, 0);
   PODNET_RETURN_IF_ERROR(ctrl_send(c, kCtrlGo, size));
   for (int i = 0; i < warm + iters; ++i) {
-    if (c.o.op == "send") {
+    if (c.op == Op::kSend) {
       Request r = c.ep->recv(in, size, i);
       PODNET_RETURN_IF_ERROR(r.wait(c.tmo));
       if (c.o.check && !matches(in, size, i)) wrong++;
       PODNET_RETURN_IF_ERROR(c.ep->send(in, size, i).wait(c.tmo));
-    } else if (c.o.op == "write_notify") {
+    } else if (c.op == Op::kWriteNotify) {
       Request n = c.ep->recv_notify();
       PODNET_RETURN_IF_ERROR(n.wait(c.tmo));
       if (c.o.check && !matches(in + size, size, i)) wrong++;
@@ -304,7 +314,7 @@ Result<std::vector<P2pRow>> run_p2p_pair(World& world, int peer, bool initiator,
   uint64_t buf_bytes = 0;
   for (uint64_t size : o.sizes)
     buf_bytes = std::max(buf_bytes, std::max<uint64_t>(size, 1) * std::max(2, slots_for(o, size)));
-  Ctx c{world, o, nullptr, {}, {}, {}, world.timeout()};
+  Ctx c{world, o, op_of(o.op), nullptr, {}, {}, {}, world.timeout()};
   PODNET_ASSIGN_OR_RETURN(c.ep, world.peer(peer));
   c.buf.resize(buf_bytes + 64);
   std::fill(c.buf.begin(), c.buf.end(), std::byte{0});
