@@ -13,6 +13,8 @@
 #include <optional>
 #include <vector>
 
+#include "base/spinlock.h"
+
 namespace podnet::detail {
 
 class RequestState;
@@ -79,7 +81,7 @@ class TagMatcher {
  private:
   std::optional<PostedRecv> take_posted(uint64_t tag);  // with mu_ held
 
-  std::mutex mu_;
+  SpinLock mu_;  // held for a few dozen instructions per message
   std::deque<PostedRecv> posted_;
   std::deque<std::shared_ptr<UnexpectedMsg>> unexpected_;
   std::deque<std::shared_ptr<RequestState>> posted_notify_;

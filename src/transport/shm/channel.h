@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "base/spinlock.h"
 #include "transport/progress.h"
 #include "transport/request.h"
 #include "transport/shm/ring.h"
@@ -189,12 +190,12 @@ class Channel {
   size_t bytes_ = 0;
   SegmentHeader* seg_ = nullptr;
 
-  std::mutex tx_mu_;
+  SpinLock tx_mu_;  // the producer side: a record or a queue operation at a time
   RingWriter tx_;
   std::deque<OutOp> queued_;
   bool closed_ = false;
   std::atomic<bool> has_queued_{false};
-  std::mutex rx_mu_;
+  SpinLock rx_mu_;  // the consumer side: only ever try_lock()ed
   RingReader rx_;
 };
 
