@@ -176,7 +176,7 @@ int ProgressEngine::poll(int timeout_ms, int* fd_events) {
       (void)r;
       continue;
     }
-    if ((events[i].events & EPOLLIN) && h->spin_target()) hot_.store(h, std::memory_order_relaxed);
+    if ((events[i].events & EPOLLIN) && h->spin_target()) hot_.store(h, std::memory_order_release);
     h->on_event(events[i].events);
   }
   if (np > 0 && (armed > 0 || n > 0)) work += run_pollers();
@@ -197,7 +197,7 @@ Status ProgressEngine::wait(RequestState& req, int64_t deadline_ns) {
     // 8 B send RTT/2 4.9 us vs 5.3 us with epoll_wait() alone (docs/performance.md).
     // Pollers (shared-memory rings) cost a few loads: every turn. epoll_wait is a system
     // call: every 8th turn at most.
-    EventHandler* hot = hot_.load(std::memory_order_relaxed);
+    EventHandler* hot = hot_.load(std::memory_order_acquire);
     const unsigned epoll_mask = epoll_mask_.load(std::memory_order_relaxed);
     if ((spins & epoll_mask) != epoll_mask) {
       if (hot != nullptr) hot->on_event(EPOLLIN);

@@ -42,6 +42,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "base/spinlock.h"
 #include "transport/matcher.h"
 #include "transport/transport.h"
 #include "transport/verbs/qp.h"
@@ -220,7 +221,7 @@ class VerbsEndpoint : public detail::TransportEndpoint, public std::enable_share
   Status failed_;
   Status post_failed_;  // an ibv_post_send error inside pump(): fails the endpoint there
   int64_t created_ns_ = 0, last_post_ns_ = 0;
-  std::mutex poll_mu_;  // one thread drains the CQ at a time (keeps message order)
+  SpinLock poll_mu_;  // one thread drains the CQ at a time (keeps message order)
   std::vector<uint64_t> retired_;  // handle(): unsignaled chunks a completion retired
   std::vector<std::byte> beat_;
   ibv_mr* beat_mr_ = nullptr;

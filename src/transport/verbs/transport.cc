@@ -134,6 +134,8 @@ Result<std::unique_ptr<VerbsTransport>> VerbsTransport::create(detail::ProgressE
   getsockname(t->listen_fd_, reinterpret_cast<sockaddr*>(&sa), &len);
   t->listen_port_ = ntohs(sa.sin_port);
   t->list_ = std::make_shared<const std::vector<std::shared_ptr<VerbsEndpoint>>>();
+  t->polled_lists_.push_back(std::make_unique<const PolledList>());
+  t->polled_.store(t->polled_lists_.back().get(), std::memory_order_release);
   t->listener_ = std::make_unique<Listener>(raw);
   t->channel_handler_ = std::make_unique<Channel>(t->channel_);
   PODNET_RETURN_IF_ERROR(engine.add(t->listen_fd_, EPOLLIN, t->listener_.get()));
@@ -193,6 +195,10 @@ std::shared_ptr<VerbsEndpoint> VerbsTransport::endpoint_for(uint64_t peer_id, in
   auto list = std::make_shared<std::vector<std::shared_ptr<VerbsEndpoint>>>(*list_);
   list->push_back(ep);
   list_ = std::move(list);
+  auto polled = std::make_unique<PolledList>(*polled_.load(std::memory_order_relaxed));
+  polled->push_back(ep.get());
+  polled_lists_.push_back(std::move(polled));
+  polled_.store(polled_lists_.back().get(), std::memory_order_release);
   return ep;
 }
 
@@ -342,15 +348,13 @@ void VerbsTransport::on_oob(Oob* o, uint32_t events) {
 }
 
 int VerbsTransport::poll() {
-  auto list = snapshot();
   int n = 0;
-  for (auto& ep : *list) n += ep->poll();
+  for (VerbsEndpoint* ep : *polled_.load(std::memory_order_acquire)) n += ep->poll();
   return n;
 }
 
 bool VerbsTransport::arm() {
-  auto list = snapshot();
-  for (auto& ep : *list)
+  for (VerbsEndpoint* ep : *polled_.load(std::memory_order_acquire))
     if (!ep->arm()) return false;
   return true;
 }

@@ -5,6 +5,7 @@
 // shared completion channel, in the engine's epoll set, wakes a sleeping engine.
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -82,6 +83,12 @@ class VerbsTransport : public detail::Transport, public detail::Poller {
   std::mutex mu_;
   std::unordered_map<uint64_t, std::shared_ptr<VerbsEndpoint>> endpoints_;
   std::shared_ptr<const std::vector<std::shared_ptr<VerbsEndpoint>>> list_;
+  // What poll() and arm() walk on every spin turn, without the lock and the reference count
+  // of snapshot(): endpoints are never removed, and every version of the list stays alive
+  // until the transport dies (a poller may still be reading an older one).
+  using PolledList = std::vector<VerbsEndpoint*>;
+  std::atomic<const PolledList*> polled_{nullptr};
+  std::vector<std::unique_ptr<const PolledList>> polled_lists_;  // with mu_
   std::vector<std::unique_ptr<Oob>> oobs_;  // live until the transport dies (epoll may still report them)
   bool shut_down_ = false;
 };
