@@ -242,7 +242,12 @@ Status ProgressEngine::wait(RequestState& req, int64_t deadline_ns) {
 void ProgressEngine::refresh_crowded() {
   // The count includes the thread reading it (this one, which then goes back to sleep).
   int others = runnable_threads() - 1;
-  crowded_.store(crowded_filter_.update(others < 0 || others > ncpus_), std::memory_order_relaxed);
+  const bool was = crowded_filter_.value();
+  const bool now_crowded = crowded_filter_.update(others < 0 || others > ncpus_);
+  crowded_.store(now_crowded, std::memory_order_relaxed);
+  if (now_crowded != was)
+    PODNET_DEBUG(kNet, "progress: {} other runnable threads, {} CPUs: spinning waiters now yield every {} polls",
+                 others, ncpus_, now_crowded ? yield_mask_ + 1 : kQuietYieldMask + 1);
 }
 
 void ProgressEngine::background_loop() {
