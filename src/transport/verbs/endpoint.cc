@@ -346,7 +346,7 @@ Status VerbsEndpoint::health() const {
 }
 
 void VerbsEndpoint::finish(Done& done) {
-  for (auto& [r, st] : done.reqs) r->complete(st);
+  done.reqs.for_each([](std::pair<Req, Status>& p) { p.first->complete(p.second); });
   done.reqs.clear();
   if (!done.matcher_failure.ok()) matcher_.fail(done.matcher_failure);
 }

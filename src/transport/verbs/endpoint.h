@@ -42,6 +42,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "base/small_vector.h"
 #include "base/spinlock.h"
 #include "transport/matcher.h"
 #include "transport/transport.h"
@@ -144,7 +145,7 @@ class VerbsEndpoint : public detail::TransportEndpoint, public std::enable_share
   };
   // Completions collected under mu_ and delivered after it is released (a callback may post).
   struct Done {
-    std::vector<std::pair<Req, Status>> reqs;
+    SmallVector<std::pair<Req, Status>, 4> reqs;
     Status matcher_failure;
   };
 
