@@ -149,7 +149,12 @@ std::string_view choose_algorithm(Collective c, size_t bytes, int n, bool slow_l
       // Two ranks, one tcp stream each way (2026-11-30): one_shot 10-14 us vs the ring's
       // 14-21 up to 32 KiB, even at 64 KiB, 53-59 vs 38-40 at 128 KiB (it was one_shot up to
       // 256 KiB when loopback had 4 streams).
-      if (n <= 2) return bytes <= (64u << 10) ? "one_shot" : "ring";
+      // From 16 MiB on two ranks, rabenseifner (each half in one message) beats the ring's
+      // chunk pipeline (four interleaved rounds, out of place: shm 16 MiB 4.5-4.8 against
+      // 4.7-5.2 ms, 64 MiB 27.4-28.2 against 30.1-33.0; tcp 16 MiB 9.0-9.7 against 10.4-10.7,
+      // 64 MiB 37-39 against 48-52). At 4 MiB shm still wants the ring (0.77-0.90 against
+      // 0.97-1.04 ms) while tcp is even.
+      if (n <= 2) return bytes <= (64u << 10) ? "one_shot" : bytes < (16u << 20) ? "ring" : "rabenseifner";
       if (bytes <= 4096 && n <= 8) return "one_shot";
       if (bytes <= (64u << 10)) return "recursive_doubling";
       if (bytes <= (1u << 20)) return "rabenseifner";
