@@ -133,9 +133,8 @@ Result<std::unique_ptr<VerbsTransport>> VerbsTransport::create(detail::ProgressE
   socklen_t len = sizeof sa;
   getsockname(t->listen_fd_, reinterpret_cast<sockaddr*>(&sa), &len);
   t->listen_port_ = ntohs(sa.sin_port);
-  t->list_ = std::make_shared<const std::vector<std::shared_ptr<VerbsEndpoint>>>();
-  t->polled_lists_.push_back(std::make_unique<const PolledList>());
-  t->polled_.store(t->polled_lists_.back().get(), std::memory_order_release);
+  t->lists_.push_back(std::make_unique<const EndpointList>());
+  t->list_.store(t->lists_.back().get(), std::memory_order_release);
   t->listener_ = std::make_unique<Listener>(raw);
   t->channel_handler_ = std::make_unique<Channel>(t->channel_);
   PODNET_RETURN_IF_ERROR(engine.add(t->listen_fd_, EPOLLIN, t->listener_.get()));
@@ -181,24 +180,16 @@ std::string VerbsTransport::address() const {
   return format_verbs_address(a);
 }
 
-std::shared_ptr<const std::vector<std::shared_ptr<VerbsEndpoint>>> VerbsTransport::snapshot() {
-  std::lock_guard lk(mu_);
-  return list_;
-}
-
 std::shared_ptr<VerbsEndpoint> VerbsTransport::endpoint_for(uint64_t peer_id, int rank, const std::string& host) {
   std::lock_guard lk(mu_);
   auto it = endpoints_.find(peer_id);
   if (it != endpoints_.end()) return it->second;
   auto ep = std::make_shared<VerbsEndpoint>(this, peer_id, rank, host);
   endpoints_[peer_id] = ep;
-  auto list = std::make_shared<std::vector<std::shared_ptr<VerbsEndpoint>>>(*list_);
-  list->push_back(ep);
-  list_ = std::move(list);
-  auto polled = std::make_unique<PolledList>(*polled_.load(std::memory_order_relaxed));
-  polled->push_back(ep.get());
-  polled_lists_.push_back(std::move(polled));
-  polled_.store(polled_lists_.back().get(), std::memory_order_release);
+  auto list = std::make_unique<EndpointList>(*list_.load(std::memory_order_relaxed));
+  list->push_back(ep.get());
+  lists_.push_back(std::move(list));
+  list_.store(lists_.back().get(), std::memory_order_release);
   return ep;
 }
 
@@ -349,12 +340,12 @@ void VerbsTransport::on_oob(Oob* o, uint32_t events) {
 
 int VerbsTransport::poll() {
   int n = 0;
-  for (VerbsEndpoint* ep : *polled_.load(std::memory_order_acquire)) n += ep->poll();
+  for (VerbsEndpoint* ep : list()) n += ep->poll();
   return n;
 }
 
 bool VerbsTransport::arm() {
-  for (VerbsEndpoint* ep : *polled_.load(std::memory_order_acquire))
+  for (VerbsEndpoint* ep : list())
     if (!ep->arm()) return false;
   return true;
 }
@@ -365,8 +356,7 @@ bool VerbsTransport::arm() {
 // peer that is gone, unreachable or frozen falls silent and fails after PODNET_PEER_TIMEOUT_MS.
 void VerbsTransport::housekeeping() {
   int64_t now = now_ns();
-  auto list = snapshot();
-  for (auto& ep : *list) ep->tick(now);
+  for (VerbsEndpoint* ep : list()) ep->tick(now);
   std::vector<Oob*> oobs;
   {
     std::lock_guard lk(mu_);
@@ -394,8 +384,7 @@ void VerbsTransport::housekeeping() {
 }
 
 void VerbsTransport::revoke(uint64_t key) {
-  auto list = snapshot();
-  for (auto& ep : *list) ep->revoke(key);
+  for (VerbsEndpoint* ep : list()) ep->revoke(key);
 }
 
 void VerbsTransport::shutdown() {

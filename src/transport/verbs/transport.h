@@ -62,7 +62,12 @@ class VerbsTransport : public detail::Transport, public detail::Poller {
   void on_oob(Oob* oob, uint32_t events);
   Status start_oob(const std::shared_ptr<VerbsEndpoint>& ep, const VerbsAddress& peer);
   std::shared_ptr<VerbsEndpoint> endpoint_for(uint64_t peer_id, int rank, const std::string& host);
-  std::shared_ptr<const std::vector<std::shared_ptr<VerbsEndpoint>>> snapshot();
+  // Every endpoint, for poll() and arm() on every spin turn and for the housekeeping: no lock
+  // and no reference count. Endpoints are never removed (endpoints_ owns them until the
+  // transport dies), and every version of the list stays alive as long (a poller may still
+  // be reading an older one).
+  using EndpointList = std::vector<VerbsEndpoint*>;
+  const EndpointList& list() const { return *list_.load(std::memory_order_acquire); }
   void housekeeping();
   void revoke(uint64_t key);
 
@@ -82,13 +87,8 @@ class VerbsTransport : public detail::Transport, public detail::Poller {
 
   std::mutex mu_;
   std::unordered_map<uint64_t, std::shared_ptr<VerbsEndpoint>> endpoints_;
-  std::shared_ptr<const std::vector<std::shared_ptr<VerbsEndpoint>>> list_;
-  // What poll() and arm() walk on every spin turn, without the lock and the reference count
-  // of snapshot(): endpoints are never removed, and every version of the list stays alive
-  // until the transport dies (a poller may still be reading an older one).
-  using PolledList = std::vector<VerbsEndpoint*>;
-  std::atomic<const PolledList*> polled_{nullptr};
-  std::vector<std::unique_ptr<const PolledList>> polled_lists_;  // with mu_
+  std::atomic<const EndpointList*> list_{nullptr};
+  std::vector<std::unique_ptr<const EndpointList>> lists_;  // with mu_; list_ is the last
   std::vector<std::unique_ptr<Oob>> oobs_;  // live until the transport dies (epoll may still report them)
   bool shut_down_ = false;
 };
