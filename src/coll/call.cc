@@ -12,6 +12,12 @@ constexpr uint64_t kCollBit = 1ull << 62;
 constexpr int kCommShift = 45, kSeqShift = 31, kCollShift = 27, kTypeShift = 23, kOpShift = 20, kHashShift = 16;
 constexpr uint64_t kSigMask = (0xFull << kCollShift) | (0xFull << kTypeShift) | (0x7ull << kOpShift) |
                               (0xFull << kHashShift);
+// Masks for cancelling receives: one communicator's collectives (both top bits in the mask,
+// so its abort listeners, which set both, stay out), and one call of it.
+constexpr uint64_t kCommMask = (3ull << 62) | (0x1FFFFull << kCommShift);
+constexpr uint64_t kCallMask = kCommMask | (0x3FFFull << kSeqShift);
+// The tag bits every collective of communicator `id` carries.
+uint64_t comm_prefix(uint32_t id) { return kCollBit | (static_cast<uint64_t>(id) & 0x1FFFF) << kCommShift; }
 // Waits are sliced so that abort() is noticed promptly.
 constexpr auto kSlice = std::chrono::milliseconds(100);
 }  // namespace
@@ -31,8 +37,7 @@ uint64_t Call::tag(uint32_t step) const {
   // Collectives number their calls 1..0x3FFF (wrapping); 0 is point-to-point's, so a call
   // after a wrap never matches a pending send/recv.
   uint64_t seq_field = seq_ == 0 ? 0 : (seq_ - 1) % 0x3FFF + 1;
-  return kCollBit | (static_cast<uint64_t>(comm_.id()) & 0x1FFFF) << kCommShift | seq_field << kSeqShift |
-         signature() | (step & 0xFFFF);
+  return comm_prefix(comm_.id()) | seq_field << kSeqShift | signature() | (step & 0xFFFF);
 }
 
 std::string Call::describe_signature(uint64_t sig) const {
@@ -68,12 +73,6 @@ Status Call::explain_timeout(Status timeout) {
                                       mismatched, info().describe()));
 }
 
-namespace {
-constexpr uint64_t kTopBits = 3ull << 62;
-constexpr uint64_t kCommMask = kTopBits | (0x1FFFFull << kCommShift);
-constexpr uint64_t kCallMask = kCommMask | (0x3FFFull << kSeqShift);
-}  // namespace
-
 void Call::cancel_receives() {
   if (seq_ == 0) return;
   for (int p = 0; p < size_; ++p)
@@ -81,10 +80,9 @@ void Call::cancel_receives() {
 }
 
 void Call::cancel_all(CommImpl& comm) {
-  const uint64_t coll = kCollBit | (static_cast<uint64_t>(comm.id()) & 0x1FFFF) << kCommShift;
   for (int p = 0; p < comm.size(); ++p) {
     if (p == comm.rank() || !comm.connected(p)) continue;
-    comm.peer(p).cancel_recvs(coll, kCommMask);
+    comm.peer(p).cancel_recvs(comm_prefix(comm.id()), kCommMask);
     comm.peer(p).cancel_recvs(CommImpl::abort_tag(comm.id()));
   }
 }
