@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "base/small_vector.h"
 #include "base/spinlock.h"
 #include "transport/progress.h"
 #include "transport/request.h"
@@ -77,28 +78,21 @@ struct OutOp {
   std::string owned;
 };
 
-// Requests to complete once the channel's locks are released. The first few live inline: a
-// send completes on every post, and a heap allocation per send showed up in profiles.
+// Requests to complete once the channel's locks are released. The first few live inline
+// (SmallVector): a send completes on every post, and a heap allocation per send showed up in
+// profiles.
 class Completions {
  public:
-  void push_back(std::shared_ptr<detail::RequestState> r) {
-    if (n_ < kInline) inline_[n_++] = std::move(r);
-    else more_.push_back(std::move(r));
-  }
-  bool empty() const noexcept { return n_ == 0; }
+  void push_back(std::shared_ptr<detail::RequestState> r) { reqs_.emplace_back(std::move(r)); }
+  bool empty() const noexcept { return reqs_.empty(); }
   template <typename F>
   void drain(F&& fn) {
-    for (int i = 0; i < n_; ++i) fn(std::move(inline_[i]));
-    for (auto& r : more_) fn(std::move(r));
-    n_ = 0;
-    more_.clear();
+    reqs_.for_each([&](std::shared_ptr<detail::RequestState>& r) { fn(std::move(r)); });
+    reqs_.clear();
   }
 
  private:
-  static constexpr int kInline = 4;
-  std::shared_ptr<detail::RequestState> inline_[kInline];
-  int n_ = 0;
-  std::vector<std::shared_ptr<detail::RequestState>> more_;
+  SmallVector<std::shared_ptr<detail::RequestState>, 4> reqs_;
 };
 
 class Channel {
