@@ -175,10 +175,10 @@ ShmEndpoint::Req ShmEndpoint::send(const void* buf, size_t len, uint64_t tag) {
   auto req = new_request("send");
   req->bytes = len;
   req->tag = tag;
-  OutOp op;
-  op.hdr.seq = req->seq();
-  op.hdr.key = tag;
-  op.hdr.len = len;
+  RecHdr hdr{};
+  hdr.seq = req->seq();
+  hdr.key = tag;
+  hdr.len = len;
   if (ch->ready() && ch->cma() && len > transport_->options().eager_max) {
     {
       std::lock_guard lk(mu_);
@@ -188,33 +188,36 @@ ShmEndpoint::Req ShmEndpoint::send(const void* buf, size_t len, uint64_t tag) {
       }
       sends_.emplace(req->seq(), Op{req, static_cast<std::byte*>(const_cast<void*>(buf)), len});
     }
+    OutOp op;
+    op.hdr = hdr;
     op.hdr.type = Rec::kRts;
     op.hdr.aux = reinterpret_cast<uint64_t>(buf);
     if (ch->cma_push() && len >= transport_->options().split_min) {
       op.hdr.flags |= kSplit;
       req->set_parts(2);  // our push, and the receiver's kFin
     }
-  } else {
-    if (failed_flag_.load(std::memory_order_acquire)) {
-      req->complete(op_failure(*req, health()));
-      return req;
-    }
-    op.hdr.type = Rec::kSend;
-    // A message in one record goes straight into the ring when nothing is queued before it:
-    // no OutOp to build, move and destroy (a third of send()'s instructions).
-    RecHdr one = op.hdr;
-    one.flags = kFirst | kLast;
-    if (ch->try_emit_record(one, buf, len)) {
-      req->complete(Status::Ok());
-      return req;
-    }
-    op.src = static_cast<const std::byte*>(buf);
-    op.len = len;
-    op.fragments = true;
-    post(*ch, std::move(op), &req);
+    post(*ch, std::move(op));
     return req;
   }
-  post(*ch, std::move(op));
+  if (failed_flag_.load(std::memory_order_acquire)) {
+    req->complete(op_failure(*req, health()));
+    return req;
+  }
+  hdr.type = Rec::kSend;
+  // A message in one record goes straight into the ring when nothing is queued before it:
+  // the OutOp below is only built and moved when it cannot (a third of send()'s instructions).
+  RecHdr one = hdr;
+  one.flags = kFirst | kLast;
+  if (ch->try_emit_record(one, buf, len)) {
+    req->complete(Status::Ok());
+    return req;
+  }
+  OutOp op;
+  op.hdr = hdr;
+  op.src = static_cast<const std::byte*>(buf);
+  op.len = len;
+  op.fragments = true;
+  post(*ch, std::move(op), &req);
   return req;
 }
 
