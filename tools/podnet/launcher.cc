@@ -567,9 +567,8 @@ int Job::run() {
                   cpus.size());
       cpus.clear();
     }
-    const bool verbs = std::any_of(base.begin(), base.end(),
-                                   [](const std::string& b) { return b == "PODNET_TRANSPORT=verbs"; });
-    if (!cpus.empty() && verbs && options_.bind_to == "auto") {
+    if (!cpus.empty() && options_.bind_to == "auto" &&
+        std::find(base.begin(), base.end(), "PODNET_TRANSPORT=verbs") != base.end()) {
       if (auto soft = bootstrap::software_rdma_devices(); !soft.empty()) {
         PODNET_INFO(kTool, "podnet run: PODNET_TRANSPORT=verbs on the software RDMA device {}: not binding ranks to "
                     "cores (its protocol work runs on the ranks' CPUs; --bind-to core binds anyway)",
