@@ -44,6 +44,13 @@ class TransportEndpoint {
   // Endpoint::cancel_recvs: the posted receives of this peer's matcher.
   virtual size_t cancel_recvs(uint64_t tag, uint64_t mask) = 0;
   virtual Status health() const = 0;
+  // Returns once the connections this side opens are established (or failed, or the
+  // deadline, CLOCK_MONOTONIC ns, passed: an error naming the peer). Transports that
+  // connect synchronously have nothing to wait for.
+  virtual Status wait_connected(int64_t deadline_ns) {
+    (void)deadline_ns;
+    return {};
+  }
 };
 
 class Transport {

@@ -30,6 +30,7 @@ class EndpointImpl final : public Endpoint {
   Request recv_notify() override;
   size_t cancel_recvs(uint64_t tag, uint64_t tag_mask) override { return te_->cancel_recvs(tag, tag_mask); }
   Status health() const override { return te_->health(); }
+  Status wait_connected(int64_t deadline_ns) { return te_->wait_connected(deadline_ns); }
 
  private:
   Request rejected(const char* op, Status why);

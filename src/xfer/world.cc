@@ -13,6 +13,7 @@
 #include "base/log.h"
 #include "bootstrap/netif.h"
 #include "xfer/context_impl.h"
+#include "xfer/endpoint_impl.h"
 
 namespace podnet {
 namespace {
@@ -132,6 +133,13 @@ Result<std::unique_ptr<World>> World::create(const Options& options) {
   int64_t t4 = now_ns();
   if (options.connect_all) {
     for (int r = 0; r < w->info_.world_size; ++r) PODNET_RETURN_IF_ERROR(w->peer(r).status());
+    // Established before the barrier: after it, every peer has this side's streams too, so
+    // each endpoint knows which connection to send on (tcp: the one both directions share).
+    const int64_t deadline = now_ns() + std::chrono::duration_cast<std::chrono::nanoseconds>(w->timeout_).count();
+    for (int r = 0; r < w->info_.world_size; ++r) {
+      auto* ep = dynamic_cast<detail::EndpointImpl*>(w->peers_[r].get());
+      if (ep != nullptr) PODNET_RETURN_IF_ERROR(ep->wait_connected(deadline).with_context("rank {}", w->info_.rank));
+    }
   }
   PODNET_RETURN_IF_ERROR(w->barrier("podnet/init"));
   int64_t t5 = now_ns();

@@ -212,6 +212,24 @@ INSTANTIATE_TEST_SUITE_P(
                       OrderCase{"striped_256KiB_8_streams", 256 << 10, 128, {"PODNET_TCP_STREAMS=8"}}),
     [](const auto& p) { return std::string(p.param.name); });
 
+// Over tcp a ping-pong travels on one connection both ways, so that TCP acknowledges each
+// message in the reply instead of in a segment of its own (docs/performance.md). Each rank
+// reads TCP_INFO of its own sockets: the one that sent the messages must have received the
+// answers too. Runs over tcp whatever the variant (the shm transport has no TCP sockets).
+TEST(P2pTcpConnections, PingPongSharesOneConnectionBothWays) {
+  const int count = 2000;
+  Outcome o = run_program(podnet_bin(), {"run", "-n", "2", "--timeout", "60", "--env", "PODNET_TRANSPORT=tcp",
+                                         xfer_rank_bin(), "ping-pong-sockets", std::to_string(count)});
+  ASSERT_EQ(o.exit_code, 0) << describe(o);
+  for (int r = 0; r < 2; ++r) {
+    auto line = rank_line(o.out, r, "rank " + std::to_string(r) + ":");
+    ASSERT_TRUE(line) << "rank " << r << " gave no verdict\n" << describe(o);
+    EXPECT_EQ(*line, "rank " + std::to_string(r) + ": 1 sockets sent " + std::to_string(count) +
+                         " data segments or more, 1 of them received as many")
+        << describe(o);
+  }
+}
+
 // ---- a peer that dies or freezes -----------------------------------------------------
 
 // Drives one `podnet run -n 2 -- podnet_xfer_rank MODE ...` job: once rank 1 is ready (and,

@@ -16,6 +16,10 @@
 //   podnet_xfer_rank allreduce-loop    both ranks run 8-byte allreduces in a loop (on one host:
 //                                      through the shared-memory arena); rank 1 prints "ready"
 //                                      after the first, rank 0 "first allreduce done"
+//   podnet_xfer_rank ping-pong-sockets COUNT
+//                                      COUNT 8-byte send/recv round trips (rank 0 sends first,
+//                                      rank 1 answers), then each rank reads TCP_INFO of its own
+//                                      TCP sockets (over tcp: which connections carried them)
 //
 // Every rank prints "pid N" first, so that the test can signal it and check it is gone.
 //
@@ -26,13 +30,20 @@
 //   allreduce-loop: "rank 0 error after N ms: <status>" (as stream; N since the last call
 //              that completed)
 //   recv-wait: "rank 0 recv ended after N ms: <status>"  N: since the recv was posted; exit 0
+//   ping-pong-sockets: each rank prints "rank R: K sockets sent COUNT data segments or more,
+//              M of them received as many" (exit 0, the test judges the counts)
 //   notify-order: rank 1 prints "notifications in order" (exit 0), or "notification K has
 //              immediate V, expected K; M of COUNT out of place" (exit 1)
 //
 // In stream and recv-wait, rank 0 ignores SIGTERM: `podnet run` stops the survivors as soon as
 // one rank dies, and the tests want the survivor's own diagnosis, not the launcher's. The
 // launcher's SIGKILL after --grace-ms and --timeout still bound it.
+#include <dirent.h>
+#include <netinet/in.h>
+#include <linux/tcp.h>  // tcp_info with the data segment counts (glibc's lacks them)
 #include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -191,9 +202,51 @@ int notify_order(World& world, int count, size_t bytes) {
   return 1;
 }
 
+// How a ping-pong travels over tcp: whether the socket that sent one side's messages also
+// received the other side's (one connection both ways) or not (one connection per direction).
+int ping_pong_sockets(World& world, int count) {
+  auto ep_or = world.peer(1 - world.rank());
+  if (!ep_or.ok()) return fail(ep_or.status(), "peer");
+  std::shared_ptr<Endpoint> ep = *ep_or;
+  uint64_t v = 0;
+  for (int i = 0; i < count; ++i) {
+    if (world.rank() == 0) {
+      v = static_cast<uint64_t>(i);
+      if (Status st = ep->send(&v, sizeof v, 7).wait(kOpTimeout); !st.ok()) return fail(st, "send");
+      if (Status st = ep->recv(&v, sizeof v, 7).wait(kOpTimeout); !st.ok()) return fail(st, "recv");
+    } else {
+      if (Status st = ep->recv(&v, sizeof v, 7).wait(kOpTimeout); !st.ok()) return fail(st, "recv");
+      if (Status st = ep->send(&v, sizeof v, 7).wait(kOpTimeout); !st.ok()) return fail(st, "send");
+    }
+    if (v != static_cast<uint64_t>(i)) {
+      say("rank {}: round trip {} carried {}", world.rank(), i, v);
+      return 1;
+    }
+  }
+  int senders = 0, both = 0;
+  DIR* d = opendir("/proc/self/fd");
+  if (d == nullptr) return fail(Status::Internal("opendir /proc/self/fd"), "sockets");
+  while (dirent* e = readdir(d)) {
+    int fd = std::atoi(e->d_name);
+    struct stat st {};
+    if (fd <= 2 || fstat(fd, &st) != 0 || !S_ISSOCK(st.st_mode)) continue;
+    tcp_info ti{};
+    socklen_t len = sizeof ti;
+    if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) != 0) continue;  // not TCP
+    if (ti.tcpi_data_segs_out < static_cast<uint32_t>(count)) continue;
+    ++senders;
+    if (ti.tcpi_data_segs_in >= static_cast<uint32_t>(count)) ++both;
+  }
+  closedir(d);
+  say("rank {}: {} sockets sent {} data segments or more, {} of them received as many", world.rank(), senders, count,
+      both);
+  return 0;
+}
+
 int usage() {
   std::fprintf(stderr,
-               "usage: podnet_xfer_rank stream BYTES | recv-wait [MS] | notify-order COUNT BYTES | allreduce-loop"
+               "usage: podnet_xfer_rank stream BYTES | recv-wait [MS] | notify-order COUNT BYTES | allreduce-loop | "
+               "ping-pong-sockets COUNT"
                "  (under podnet run -n 2)\n");
   return 2;
 }
@@ -201,8 +254,12 @@ int usage() {
 int run(int argc, char** argv) {
   if (argc < 2) return usage();
   std::string mode = argv[1];
-  if (mode != "stream" && mode != "recv-wait" && mode != "notify-order" && mode != "allreduce-loop") return usage();
-  if ((mode == "stream" && argc != 3) || (mode == "notify-order" && argc != 4)) return usage();
+  if (mode != "stream" && mode != "recv-wait" && mode != "notify-order" && mode != "allreduce-loop" &&
+      mode != "ping-pong-sockets")
+    return usage();
+  if ((mode == "stream" && argc != 3) || (mode == "notify-order" && argc != 4) ||
+      (mode == "ping-pong-sockets" && argc != 3))
+    return usage();
   auto world_or = World::create();
   if (!world_or.ok()) return fail(world_or.status(), "World::create");
   World& world = **world_or;
@@ -210,6 +267,7 @@ int run(int argc, char** argv) {
     say("needs exactly 2 ranks, not {}", world.size());
     return 2;
   }
+  if (mode == "ping-pong-sockets") return ping_pong_sockets(world, std::atoi(argv[2]));
   if (world.rank() == 0 && mode != "notify-order") signal(SIGTERM, SIG_IGN);
   say("pid {}", getpid());  // so that the test can signal the rank and check it is gone
   if (mode == "stream") return stream(world, std::strtoull(argv[2], nullptr, 10));

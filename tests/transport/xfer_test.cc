@@ -82,6 +82,62 @@ TEST(Xfer, TagsMatchInPostedOrderWithMask) {
   EXPECT_EQ(r3.tag(), 0x2CDu);
 }
 
+// Messages keep their order however the two sides' connections come up. Over tcp each side
+// settles once on the connection it sends messages on (the one the peer with the smaller
+// context id opened, when it is there in time): the side that connects and sends before the
+// peer has connected back keeps its own connection; the side whose peer connected first takes
+// the peer's. Both orders run, so whichever context gets the larger id, each case is met.
+TEST(Xfer, MessagesStayInOrderWhicheverSideConnectsFirst) {
+  for (int first = 0; first < 2; ++first) {
+    SCOPED_TRACE(first == 0 ? "a connects first" : "b connects first");
+    ContextOptions o;
+    o.bind_address = "127.0.0.1";
+    std::unique_ptr<Context> ctx[2];
+    for (int i = 0; i < 2; ++i) {
+      o.rank = i;
+      auto c = Context::create(o);
+      ASSERT_TRUE(c.ok()) << c.status().to_string();
+      ctx[i] = std::move(c).value();
+    }
+    Context& x = *ctx[first];
+    Context& y = *ctx[1 - first];
+    // Eager and rendezvous-sized messages, interleaved: the rendezvous requests travel with
+    // the messages and must not overtake them either.
+    const std::vector<size_t> sizes{8, 1 << 20, 64, 4096, 1 << 20, 1, 300 << 10, 16};
+    auto send_all = [&](Endpoint& ep, uint32_t seed, std::vector<std::vector<std::byte>>& keep) {
+      std::vector<Request> reqs;
+      for (size_t i = 0; i < sizes.size(); ++i) {
+        keep.push_back(pattern(sizes[i], seed + static_cast<uint32_t>(i)));
+        reqs.push_back(ep.send(keep.back().data(), sizes[i], 0x77));
+      }
+      return reqs;
+    };
+    auto recv_all = [&](Endpoint& ep, uint32_t seed) {
+      for (size_t i = 0; i < sizes.size(); ++i) {
+        std::vector<std::byte> got(sizes[i]);
+        Request r = ep.recv(got.data(), got.size(), 0x77);
+        ASSERT_TRUE(r.wait(kWait).ok()) << r.status().to_string();
+        ASSERT_EQ(r.bytes(), sizes[i]) << "message " << i << " out of order";
+        ASSERT_EQ(got, pattern(sizes[i], seed + static_cast<uint32_t>(i))) << "message " << i;
+      }
+    };
+    auto xy = x.connect(y.address());
+    ASSERT_TRUE(xy.ok()) << xy.status().to_string();
+    std::vector<std::vector<std::byte>> kx1, ky, kx2;
+    std::vector<Request> sx1 = send_all(**xy, 100, kx1);  // before y has connected back
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    auto yx = y.connect(x.address());
+    ASSERT_TRUE(yx.ok()) << yx.status().to_string();
+    recv_all(**yx, 100);
+    std::vector<Request> sy = send_all(**yx, 200, ky);
+    recv_all(**xy, 200);
+    std::vector<Request> sx2 = send_all(**xy, 300, kx2);  // now that both have connected
+    recv_all(**yx, 300);
+    for (auto* v : {&sx1, &sy, &sx2})
+      for (Request& r : *v) EXPECT_TRUE(r.wait(kWait).ok()) << r.status().to_string();
+  }
+}
+
 // cancel_recvs: the posted receives whose own tag matches complete with kCancelled and
 // nothing is written into their buffers; a message sent afterwards waits as unexpected and
 // goes to the next matching receive; receives outside the mask stay posted.

@@ -145,9 +145,14 @@ void Connection::on_connected() {
   flush();
 }
 
-void Connection::mark_open() {
+void Connection::mark_open(const FrameHeader* first) {
   std::lock_guard tx(tx_mu_);
   if (state_.load() == State::kClosed) return;
+  if (first != nullptr) {
+    auto item = std::make_unique<TxItem>();
+    encode_header(*first, item->hdr);
+    txq_.push_front(std::move(item));
+  }
   state_.store(State::kOpen);
   flush();
 }
@@ -185,8 +190,10 @@ void Connection::set_want_out(bool want) {
 void Connection::flush() {
   State st = state_.load();
   if (st == State::kClosed || st == State::kConnecting || st == State::kBackoff || fd_ < 0) return;
-  // During the handshake only the hello (queued first, with owned storage) may go out.
+  // During the handshake only the hello (queued first, with owned storage) may go out; an
+  // incoming connection sends nothing before mark_open() puts its hello-ack first.
   bool handshake = st == State::kHandshake;
+  if (handshake && !outgoing_) return;
   std::vector<std::shared_ptr<detail::RequestState>> written;
   while (!txq_.empty()) {
     iovec iov[kMaxIov];

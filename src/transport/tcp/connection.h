@@ -81,7 +81,9 @@ class Connection : public detail::EventHandler, public std::enable_shared_from_t
   void tick(int64_t now_ns);
   // Closes the socket (once); the endpoint is told unless `notify` is false.
   void fail(const Status& why, bool notify = true);
-  void mark_open();  // the handshake finished: queued frames may go
+  // The handshake finished: queued frames may go, after `first` when given (an incoming
+  // connection's hello-ack, which must precede anything posted while it was handshaking).
+  void mark_open(const FrameHeader* first = nullptr);
 
   State state() const { return state_.load(std::memory_order_acquire); }
   bool outgoing() const { return outgoing_; }

@@ -1,7 +1,9 @@
 #include "transport/tcp/endpoint.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
+#include <thread>
 
 #include "base/clock.h"
 #include "base/log.h"
@@ -68,6 +70,13 @@ Status TcpEndpoint::attach_incoming(const std::shared_ptr<Connection>& c, const 
   in_[hello.stream] = c;
   c->set_stream(hello.stream);
   c->set_endpoint(this);
+  // The peer opened the stream both sides prefer for ordered frames (see ordered_stream()):
+  // take it unless something was sent already. Frames posted now queue behind the hello-ack.
+  if (hello.stream == 0 && transport_->ctx_id() > peer_id_ && ordered_.load(std::memory_order_relaxed) == nullptr) {
+    ordered_hold_ = c;
+    ordered_.store(c.get(), std::memory_order_release);
+    PODNET_DEBUG(kNet, "messages to {} go on its stream 0 ({}), shared by both directions", peer_name(), c->remote());
+  }
   return {};
 }
 
@@ -77,9 +86,35 @@ std::shared_ptr<Connection> TcpEndpoint::out_stream(size_t i) {
   return out_[i % out_.size()];
 }
 
-std::shared_ptr<Connection> TcpEndpoint::in_stream0() {
+Connection* TcpEndpoint::ordered_stream() {
+  if (Connection* c = ordered_.load(std::memory_order_acquire)) return c;
   std::lock_guard lk(conn_mu_);
-  return in_.empty() ? nullptr : in_[0];
+  if (Connection* c = ordered_.load(std::memory_order_relaxed)) return c;
+  // Nothing from the peer yet (or ours is the smaller id): our own stream 0, for good.
+  std::shared_ptr<Connection> pick = !out_.empty() ? out_[0] : !in_.empty() ? in_[0] : nullptr;
+  if (!pick) return nullptr;
+  ordered_hold_ = pick;
+  ordered_.store(pick.get(), std::memory_order_release);
+  PODNET_DEBUG(kNet, "messages to {} go on {} stream 0 ({})", peer_name(), pick->outgoing() ? "our" : "its",
+               pick->remote());
+  return pick.get();
+}
+
+Status TcpEndpoint::wait_connected(int64_t deadline_ns) {
+  // The background thread drives the handshakes; this only watches.
+  for (;;) {
+    PODNET_RETURN_IF_ERROR(health());
+    size_t open = 0, total = 0;
+    {
+      std::lock_guard lk(conn_mu_);
+      total = out_.size();
+      for (auto& c : out_) open += c->state() == Connection::State::kOpen;
+    }
+    if (open == total) return {};
+    if (now_ns() >= deadline_ns)
+      return Status::Timeout("connect to {}: {} of {} streams open at the deadline", peer_name(), open, total);
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
 }
 
 Status TcpEndpoint::health() const {
@@ -171,7 +206,7 @@ void TcpEndpoint::post_write_imm(const std::shared_ptr<RequestState>& req, const
   h.b = raddr;
   h.c = imm;
   h.aux = order;
-  if (auto c = out_stream(0)) c->post(h, nullptr, 0);
+  if (Connection* c = ordered_stream()) c->post(h, nullptr, 0);
 }
 
 TcpEndpoint::Req TcpEndpoint::write(const detail::RegionState& local, size_t local_off, const RemoteKey& remote,
@@ -257,7 +292,11 @@ TcpEndpoint::Req TcpEndpoint::send(const void* buf, size_t len, uint64_t tag) {
   auto req = new_request("send");
   req->bytes = len;
   req->tag = tag;
-  auto c = out_stream(0);
+  Connection* c = ordered_stream();
+  if (c == nullptr) {
+    req->complete(op_failure(*req, Status::Unavailable("no connection to the peer")));
+    return req;
+  }
   FrameHeader h;
   h.a = tag;
   if (len <= transport_->options().eager_max) {
@@ -303,11 +342,7 @@ TcpEndpoint::Req TcpEndpoint::recv_notify() {
 }
 
 void TcpEndpoint::start_cts(Connection* c, detail::PostedRecv recv, const detail::UnexpectedMsg& msg) {
-  std::shared_ptr<Connection> holder;
-  if (c == nullptr) {
-    holder = in_stream0();
-    c = holder.get();
-  }
+  if (c == nullptr) c = ordered_stream();  // the answer to an RTS that waited for its receive
   FrameHeader h;
   h.type = FrameType::kCts;
   h.a = msg.rdv_id;

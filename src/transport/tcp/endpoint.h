@@ -51,6 +51,7 @@ class TcpEndpoint : public detail::TransportEndpoint, public std::enable_shared_
   Req recv_notify() override;
   size_t cancel_recvs(uint64_t tag, uint64_t mask) override { return matcher_.cancel(tag, mask); }
   Status health() const override;
+  Status wait_connected(int64_t deadline_ns) override;
 
   // Called by connections with their receive lock held.
   void on_header(Connection& c, RxSink& sink);
@@ -88,7 +89,14 @@ class TcpEndpoint : public detail::TransportEndpoint, public std::enable_shared_
   Status register_unless_failed(F&& add);
   Req failed_request(const char* op, const Status& why);
   std::shared_ptr<Connection> out_stream(size_t i);
-  std::shared_ptr<Connection> in_stream0();
+  // The connection that carries this side's ordered frames (sends, rendezvous requests and
+  // their answers, unstriped immediates): chosen once, at the first use or when the peer's
+  // stream 0 arrives, and never changed, so they stay in order. Both sides pick the stream
+  // opened by the side with the smaller context id where they can: one connection then
+  // carries a ping-pong both ways, and TCP's acknowledgements ride on the replies instead
+  // of travelling as segments of their own (loopback 8 B RTT/2: 3.1-3.2 us on one
+  // connection against 4.4-4.5 us on one per direction, measured with a plain socket loop).
+  Connection* ordered_stream();
   // Splits [0, len) into the chunks a transfer of this size uses.
   size_t chunk_count(size_t len) const;
   size_t chunk_size(size_t len) const;
@@ -110,6 +118,8 @@ class TcpEndpoint : public detail::TransportEndpoint, public std::enable_shared_
   mutable std::mutex conn_mu_;
   std::vector<std::shared_ptr<Connection>> out_;
   std::vector<std::shared_ptr<Connection>> in_;
+  std::shared_ptr<Connection> ordered_hold_;     // set once, under conn_mu_
+  std::atomic<Connection*> ordered_{nullptr};    // ordered_hold_.get() once chosen
 
   mutable std::mutex mu_;  // chunks_, sends_, recvs_, failed_
   std::unordered_map<uint64_t, Chunk> chunks_;

@@ -147,8 +147,7 @@ Status TcpTransport::on_hello(const std::shared_ptr<Connection>& c, const HelloB
   ack.type = FrameType::kHelloAck;
   ack.a = ctx_id_;
   ack.b = static_cast<uint64_t>(rank_);
-  c->mark_open();
-  c->post(ack, nullptr, 0);
+  c->mark_open(&ack);  // the endpoint may already have queued sends behind it
   PODNET_DEBUG(kNet, "accepted stream {} of rank {} ({})", hello.stream, hello.rank, hello.listen);
   return {};
 }

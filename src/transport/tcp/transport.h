@@ -63,6 +63,7 @@ class TcpTransport : public detail::Transport {
   detail::ProgressEngine& engine() { return engine_; }
   detail::MemoryRegistry& registry() { return registry_; }
   const TcpOptions& options() const { return options_; }
+  uint64_t ctx_id() const { return ctx_id_; }
   std::string hello_body(int stream, const TcpEndpoint* ep) const;
   Status on_hello(const std::shared_ptr<Connection>& c, const HelloBody& hello);
   void track(const std::shared_ptr<Connection>& c);   // keep alive until retired
