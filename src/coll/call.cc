@@ -24,7 +24,12 @@ constexpr auto kSlice = std::chrono::milliseconds(100);
 
 Call::Call(CommImpl& comm, Collective coll, DataType t, ReduceOp op, size_t count, int root)
     : comm_(comm), coll_(coll), dtype_(t), op_(op), count_(count), root_(root), rank_(comm.rank()),
-      size_(comm.size()), esize_(dtype_size(t)), seq_(coll == Collective::kSendRecv ? 0 : comm.next_seq()) {}
+      size_(comm.size()), esize_(dtype_size(t)), seq_(coll == Collective::kSendRecv ? 0 : comm.next_seq()) {
+  // Collectives number their calls 1..0x3FFF (wrapping); 0 is point-to-point's, so a call
+  // after a wrap never matches a pending send/recv.
+  const uint64_t seq_field = seq_ == 0 ? 0 : (seq_ - 1) % 0x3FFF + 1;
+  tag_base_ = comm_prefix(comm_.id()) | seq_field << kSeqShift | signature();
+}
 
 uint64_t Call::signature() const {
   uint64_t h = (count_ * 0x9E3779B97F4A7C15ull) ^ (static_cast<uint64_t>(root_ + 1) * 0xC2B2AE3D27D4EB4Full);
@@ -33,12 +38,7 @@ uint64_t Call::signature() const {
          (static_cast<uint64_t>(op_) & 0x7) << kOpShift | (h & 0xF) << kHashShift;
 }
 
-uint64_t Call::tag(uint32_t step) const {
-  // Collectives number their calls 1..0x3FFF (wrapping); 0 is point-to-point's, so a call
-  // after a wrap never matches a pending send/recv.
-  uint64_t seq_field = seq_ == 0 ? 0 : (seq_ - 1) % 0x3FFF + 1;
-  return comm_prefix(comm_.id()) | seq_field << kSeqShift | signature() | (step & 0xFFFF);
-}
+uint64_t Call::tag(uint32_t step) const { return tag_base_ | (step & 0xFFFF); }
 
 std::string Call::describe_signature(uint64_t sig) const {
   auto c = static_cast<Collective>((sig >> kCollShift) & 0xF);

@@ -94,6 +94,7 @@ class Call {
   int rank_, size_;
   size_t esize_;
   uint32_t seq_;
+  uint64_t tag_base_;  // tag() without the step: computed once per call
   const char* algo_ = "?";
 };
 

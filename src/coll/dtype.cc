@@ -46,10 +46,17 @@ constexpr std::array<std::pair<ReduceOp, std::string_view>, kNumReduceOps> kOps{
     {ReduceOp::kAvg, "avg"},
 }};
 
+// The table is in enum order (checked below): a lookup is an index, not a search.
+constexpr bool in_enum_order() {
+  for (size_t i = 0; i < kDtypes.size(); ++i)
+    if (static_cast<size_t>(kDtypes[i].type) != i) return false;
+  return true;
+}
+static_assert(in_enum_order(), "kDtypes must list the types in enum order");
+
 const DtypeInfo* find(DataType t) noexcept {
-  for (const auto& d : kDtypes)
-    if (d.type == t) return &d;
-  return nullptr;
+  const auto i = static_cast<size_t>(t);
+  return i < kDtypes.size() ? &kDtypes[i] : nullptr;
 }
 
 }  // namespace

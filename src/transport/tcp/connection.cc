@@ -14,6 +14,7 @@
 
 #include "base/clock.h"
 #include "base/log.h"
+#include "base/small_vector.h"
 #include "transport/request.h"
 #include "transport/tcp/endpoint.h"
 #include "transport/tcp/transport.h"
@@ -164,6 +165,50 @@ void Connection::post(const FrameHeader& h, const void* payload, size_t len,
     if (part) part->part_done(Status::PeerFailed("connection to {} is closed", remote_));
     return;
   }
+  // Fast path: nothing queued ahead and no zero-copy wanted, so the frame goes out in one
+  // sendmsg() from here, and is queued only for what the socket did not take. Saves the
+  // queue item's allocation and the generic flush on every small message.
+  const bool zc = zerocopy_ && len >= transport_->options().zerocopy_min;
+  if (txq_.empty() && !zc && state_.load() == State::kOpen && fd_ >= 0) {
+    std::byte hdr[kHeaderSize];
+    encode_header(h, hdr);
+    iovec iov[2] = {{hdr, kHeaderSize}, {const_cast<void*>(payload), len}};
+    msghdr msg{};
+    msg.msg_iov = iov;
+    msg.msg_iovlen = len > 0 ? 2 : 1;
+    ssize_t w;
+    do {
+      w = sendmsg(fd_, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    } while (w < 0 && errno == EINTR);
+    if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
+      Status why = Status::PeerFailed("sendmsg to {}: {}", remote_, std::strerror(errno));
+      tx_mu_.unlock();
+      if (part) part->part_done(why);
+      fail(why);
+      tx_mu_.lock();
+      return;
+    }
+    const size_t sent = w > 0 ? static_cast<size_t>(w) : 0;
+    last_tx_ns_.store(now_ns(), std::memory_order_relaxed);
+    if (sent == kHeaderSize + len) {
+      if (part) {
+        tx_mu_.unlock();  // completing may run callbacks that post on this connection
+        part->part_done(Status::Ok());
+        tx_mu_.lock();
+      }
+      return;
+    }
+    auto item = std::make_unique<TxItem>();
+    std::memcpy(item->hdr, hdr, kHeaderSize);
+    item->payload = static_cast<const std::byte*>(payload);
+    item->length = len;
+    item->sent = sent;
+    item->part = std::move(part);
+    item->hold = std::move(hold);
+    txq_.push_back(std::move(item));
+    set_want_out(true);  // the socket is full: EPOLLOUT resumes the rest
+    return;
+  }
   auto item = std::make_unique<TxItem>();
   encode_header(h, item->hdr);
   item->payload = static_cast<const std::byte*>(payload);
@@ -194,7 +239,7 @@ void Connection::flush() {
   // incoming connection sends nothing before mark_open() puts its hello-ack first.
   bool handshake = st == State::kHandshake;
   if (handshake && !outgoing_) return;
-  std::vector<std::shared_ptr<detail::RequestState>> written;
+  SmallVector<std::shared_ptr<detail::RequestState>, 8> written;  // no allocation for a few frames
   while (!txq_.empty()) {
     iovec iov[kMaxIov];
     int n = 0;
@@ -256,7 +301,7 @@ void Connection::flush() {
         if (t.zc) {
           zc_wait_.push_back(std::move(txq_.front()));  // the kernel may still read it
         } else if (t.part) {
-          written.push_back(std::move(t.part));
+          written.emplace_back(std::move(t.part));
         }
         txq_.pop_front();
       }
@@ -267,13 +312,13 @@ void Connection::flush() {
   if (!zc_wait_.empty()) reap_zerocopy();
   // Frames whose zero-copy sends are complete release their requests and pins.
   while (!zc_wait_.empty() && static_cast<int32_t>(zc_wait_.front()->zc_id - zc_done_) < 0) {
-    if (zc_wait_.front()->part) written.push_back(std::move(zc_wait_.front()->part));
+    if (zc_wait_.front()->part) written.emplace_back(std::move(zc_wait_.front()->part));
     zc_wait_.pop_front();
   }
   if (!written.empty()) {
     // Completing may run user callbacks that post on this connection: drop the lock first.
     tx_mu_.unlock();
-    for (auto& r : written) r->part_done(Status::Ok());
+    written.for_each([](std::shared_ptr<detail::RequestState>& r) { r->part_done(Status::Ok()); });
     tx_mu_.lock();
   }
 }

@@ -40,6 +40,7 @@ struct RxSink {
   detail::RegionPin pin;
   std::shared_ptr<void> cookie;
   int cookie_kind = 0;       // what cookie points to (the endpoint's business)
+  std::shared_ptr<detail::RequestState> req;  // a posted receive the payload completes
   Status error;              // kDiscard: the reply to send when done
 };
 

@@ -426,10 +426,15 @@ void TcpEndpoint::on_header(Connection& c, RxSink& sink) {
       break;
     }
     case FrameType::kSend: {
-      auto msg = std::make_shared<detail::UnexpectedMsg>();
-      msg->tag = h.a;
-      msg->length = h.length;
-      if (auto posted = matcher_.match_incoming(msg)) {
+      // A posted receive takes the payload directly, and nothing is allocated for it.
+      std::shared_ptr<detail::UnexpectedMsg> msg;
+      auto posted = matcher_.match_or_queue(h.a, [&] {
+        msg = std::make_shared<detail::UnexpectedMsg>();
+        msg->tag = h.a;
+        msg->length = h.length;
+        return msg;
+      });
+      if (posted) {
         if (h.length > posted->capacity) {
           sink.kind = RxSink::Kind::kDiscard;
           detail::deliver_eager(*posted, nullptr, h.length, h.a);  // completes with the size error
@@ -437,9 +442,10 @@ void TcpEndpoint::on_header(Connection& c, RxSink& sink) {
         }
         sink.kind = RxSink::Kind::kData;
         sink.dst = posted->buf;
-        sink.cookie = std::make_shared<detail::PostedRecv>(std::move(*posted));
+        sink.req = std::move(posted->req);
         sink.cookie_kind = kPostedCookie;
       } else {
+        // Queued but not complete: a receive posted meanwhile attaches and does not read it.
         msg->data.resize(h.length);
         sink.kind = RxSink::Kind::kData;
         sink.dst = msg->data.data();
@@ -545,10 +551,9 @@ void TcpEndpoint::on_payload(Connection& c, RxSink& sink, const std::string& con
     }
     case FrameType::kSend: {
       if (sink.cookie_kind == kPostedCookie) {
-        auto* posted = static_cast<detail::PostedRecv*>(sink.cookie.get());
-        posted->req->bytes = h.length;
-        posted->req->tag = h.a;
-        posted->req->complete(Status::Ok());
+        sink.req->bytes = h.length;
+        sink.req->tag = h.a;
+        sink.req->complete(Status::Ok());
       } else if (sink.cookie_kind == kUnexpectedCookie) {
         auto* msg = static_cast<detail::UnexpectedMsg*>(sink.cookie.get());
         if (auto attached = matcher_.finish_unexpected(*msg))
