@@ -259,6 +259,7 @@ Status CommImpl::set_algorithm(Collective c, std::string_view name) {
   // Calls already queued keep the algorithm they were posted with: every rank changes its
   // choice at the same point of its call sequence.
   drain_queue();
+  pick_memo_.fill(PickMemo{});
   if (name.empty()) {
     overrides_.erase(c);
     return {};
@@ -334,6 +335,14 @@ Status CommImpl::setup_arena() {
 }
 
 std::string_view CommImpl::pick(Collective c, size_t bytes) {
+  PickMemo& memo = pick_memo_[static_cast<size_t>(c) % pick_memo_.size()];
+  if (memo.bytes == bytes && !memo.algo.empty()) return memo.algo;
+  memo.algo = choose(c, bytes);
+  memo.bytes = bytes;
+  return memo.algo;
+}
+
+std::string_view CommImpl::choose(Collective c, size_t bytes) {
   const size_t need = algo::arena_bytes(c, bytes, size());
   const bool fits = arena_ && need <= arena_->slot_bytes();
   std::string_view o = algo_override(c);

@@ -89,7 +89,8 @@ class CommImpl final : public Communicator {
   std::string_view algo_override(Collective c) const;
   // The algorithm for a call with `bytes` (as the tuner sees them): the forced one, else
   // "shm" when the call fits the shared arena, else the tuner's choice.
-  std::string_view pick(Collective c, size_t bytes);
+  std::string_view pick(Collective c, size_t bytes);    // choose(), remembered per collective
+  std::string_view choose(Collective c, size_t bytes);  // the override, the arena, or the tuner
   Arena* arena() { return arena_.get(); }
 
  private:
@@ -120,6 +121,13 @@ class CommImpl final : public Communicator {
   bool warned_shm_fallback_ = false;
   // Forced algorithms: the names' own static strings (from algorithms_for), never copies.
   std::map<Collective, std::string_view> overrides_;
+  // pick()'s last answer per collective (its inputs other than the size change only through
+  // set_algorithm(), which clears this): a repeated size costs a compare, not a tuner lookup.
+  struct PickMemo {
+    size_t bytes = SIZE_MAX;
+    std::string_view algo;
+  };
+  std::array<PickMemo, 16> pick_memo_{};
   // Written by whichever thread runs the call, read by the user: static strings only.
   std::array<std::atomic<const char*>, static_cast<size_t>(Collective::kSendRecv) + 1> last_algo_{};
 

@@ -77,8 +77,14 @@ void RequestState::part_done(const Status& status) {
   if (!status.ok()) {
     std::lock_guard lk(mu_);
     if (first_error_.ok()) first_error_ = status;
+    part_failed_.store(true, std::memory_order_relaxed);  // published by the fetch_sub below
   }
   if (parts_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+    // Every part's flag store happened before its fetch_sub, which this one acquired.
+    if (!part_failed_.load(std::memory_order_relaxed)) {
+      complete(Status::Ok());
+      return;
+    }
     Status st;
     {
       std::lock_guard lk(mu_);

@@ -54,6 +54,7 @@ class RequestState {
   std::atomic<bool> completing_{false};    // complete() claimed the request
   std::atomic<bool> status_ready_{false};  // ... and status_ is written
   std::atomic<bool> has_callback_{false};
+  std::atomic<bool> part_failed_{false};  // first_error_ is set (part_done locks only then)
   mutable std::mutex mu_;  // guards first_error_ and callback_
   Status status_;
   Status first_error_;

@@ -118,6 +118,7 @@ Status TcpEndpoint::wait_connected(int64_t deadline_ns) {
 }
 
 Status TcpEndpoint::health() const {
+  if (!has_failed_.load(std::memory_order_acquire)) return {};  // every post asks: no lock while healthy
   std::lock_guard lk(mu_);
   return failed_;
 }
@@ -653,6 +654,7 @@ void TcpEndpoint::fail(const Status& why) {
     std::lock_guard lk(mu_);
     if (!failed_.ok()) return;
     failed_ = why.ok() ? Status::Internal("endpoint failed without a reason") : why;
+    has_failed_.store(true, std::memory_order_release);
     chunks.swap(chunks_);
     sends.swap(sends_);
     recvs.swap(recvs_);

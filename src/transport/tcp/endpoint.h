@@ -126,6 +126,7 @@ class TcpEndpoint : public detail::TransportEndpoint, public std::enable_shared_
   std::unordered_map<uint64_t, SendOp> sends_;
   std::unordered_map<uint64_t, std::shared_ptr<RecvOp>> recvs_;
   Status failed_;
+  std::atomic<bool> has_failed_{false};  // failed_ is set: health() locks only then
   std::atomic<bool> graceful_{false};  // the peer said bye: its absence is no error
 
   detail::TagMatcher matcher_;
