@@ -359,7 +359,10 @@ std::string_view CommImpl::choose(Collective c, size_t bytes) {
   // A table measured on this many ranks (`podnet tune`, which times shm too) comes first.
   const TuneTable* t = loaded_tune_table();
   if (fits && (t == nullptr || t->nranks != size()) && need <= arena_crossover(c, size())) return "shm";
-  std::string_view a = choose_algorithm(c, bytes, size(), world_.slow_links(), world_.oversubscribed());
+  bool over_shm = size() > 1;
+  for (int p = 0; p < size() && over_shm; ++p)
+    if (p != rank_ && eps_[p] && eps_[p]->transport() != "shm") over_shm = false;
+  std::string_view a = choose_algorithm(c, bytes, size(), world_.slow_links(), world_.oversubscribed(), over_shm);
   if (a == "shm" && !fits) return algorithms_for(c).front();  // measured with an arena this call does not fit
   return a;
 }

@@ -107,7 +107,8 @@ const TuneTable* loaded_tune_table() {
   return table ? &*table : nullptr;
 }
 
-std::string_view choose_algorithm(Collective c, size_t bytes, int n, bool slow_links, bool oversubscribed) {
+std::string_view choose_algorithm(Collective c, size_t bytes, int n, bool slow_links, bool oversubscribed,
+                                  bool over_shm) {
   if (const TuneTable* t = loaded_tune_table(); t != nullptr && t->nranks == n) {
     const TuneEntry* last = nullptr;
     for (const auto& e : t->entries) {
@@ -153,8 +154,14 @@ std::string_view choose_algorithm(Collective c, size_t bytes, int n, bool slow_l
       // chunk pipeline (four interleaved rounds, out of place: shm 16 MiB 4.5-4.8 against
       // 4.7-5.2 ms, 64 MiB 27.4-28.2 against 30.1-33.0; tcp 16 MiB 9.0-9.7 against 10.4-10.7,
       // 64 MiB 37-39 against 48-52). At 4 MiB shm still wants the ring (0.77-0.90 against
-      // 0.97-1.04 ms) while tcp is even.
-      if (n <= 2) return bytes <= (64u << 10) ? "one_shot" : bytes < (16u << 20) ? "ring" : "rabenseifner";
+      // 0.97-1.04 ms). Over tcp, since both directions share one connection, rabenseifner
+      // wins from 1 MiB (four interleaved rounds, out of place / in place: 1 MiB 344-500 /
+      // 277-356 us against the ring's 428-557 / 405-487, 4 MiB 1.60-2.30 / 1.40-1.76 ms
+      // against 2.00-2.52 / 1.84-2.10; at 512 KiB the two are even, 180-280 us).
+      if (n <= 2) {
+        if (bytes <= (64u << 10)) return "one_shot";
+        return bytes < (over_shm ? (16u << 20) : (1u << 20)) ? "ring" : "rabenseifner";
+      }
       if (bytes <= 4096 && n <= 8) return "one_shot";
       if (bytes <= (64u << 10)) return "recursive_doubling";
       if (bytes <= (1u << 20)) return "rabenseifner";

@@ -17,8 +17,10 @@ const std::vector<std::string_view>& algorithms_for(Collective c);
 // are of known speed up to 10 Gbit/s (World::slow_links(), the same on every rank), where the
 // built-in choices were measured in the virtual pod lab; otherwise on loopback.
 // `oversubscribed`: every rank on one host with more ranks than CPUs (World::oversubscribed()).
+// `over_shm`: every peer is reached through the shared-memory transport (both ranks of a pair
+// pick the transport from the same two addresses and settings, so they agree).
 std::string_view choose_algorithm(Collective c, size_t bytes, int nranks, bool slow_links = false,
-                                  bool oversubscribed = false);
+                                  bool oversubscribed = false, bool over_shm = false);
 // The largest call (in slot bytes, as algo::arena_bytes() counts them) for which the built-in
 // table prefers the shared-memory arena ("shm") over the transport-based algorithms, when a
 // communicator has one. Measured with `podnet bench coll -a shm` against the others

@@ -41,8 +41,13 @@ TEST(Tuner, OversubscribedHostsPreferFewerDependentSteps) {
   EXPECT_EQ(choose_algorithm(Collective::kAllreduce, 16 * K * K, 8, false, true), "rabenseifner");
   EXPECT_EQ(choose_algorithm(Collective::kAllreduce, 16 * K * K, 3, false, true), "ring") << "3 ranks: the ring won";
   EXPECT_EQ(choose_algorithm(Collective::kAllreduce, 16 * K * K, 2, false, true), "rabenseifner");
-  // Two ranks: the ring up to 16 MiB, rabenseifner (each half in one message) from there.
-  EXPECT_EQ(choose_algorithm(Collective::kAllreduce, 4 * K * K, 2), "ring");
+  // Two ranks: rabenseifner (each half in one message) instead of the ring from 1 MiB over
+  // tcp, from 16 MiB over shared memory.
+  EXPECT_EQ(choose_algorithm(Collective::kAllreduce, 512 * K, 2), "ring");
+  EXPECT_EQ(choose_algorithm(Collective::kAllreduce, K * K, 2), "rabenseifner");
+  EXPECT_EQ(choose_algorithm(Collective::kAllreduce, 4 * K * K, 2), "rabenseifner");
+  EXPECT_EQ(choose_algorithm(Collective::kAllreduce, 4 * K * K, 2, false, false, /*over_shm=*/true), "ring");
+  EXPECT_EQ(choose_algorithm(Collective::kAllreduce, 16 * K * K, 2, false, false, true), "rabenseifner");
   EXPECT_EQ(choose_algorithm(Collective::kAllreduce, 16 * K * K, 2), "rabenseifner");
   EXPECT_EQ(choose_algorithm(Collective::kAllreduce, 64 * K * K, 2, true), "ring") << "slow links keep the ring";
   EXPECT_EQ(choose_algorithm(Collective::kAllreduce, 16 * K * K, 8, true, true), "ring") << "slow links decide first";
