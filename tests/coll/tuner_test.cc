@@ -51,7 +51,12 @@ TEST(Tuner, OversubscribedHostsPreferFewerDependentSteps) {
   EXPECT_EQ(choose_algorithm(Collective::kAllreduce, 16 * K * K, 2), "rabenseifner");
   EXPECT_EQ(choose_algorithm(Collective::kAllreduce, 64 * K * K, 2, true), "ring") << "slow links keep the ring";
   EXPECT_EQ(choose_algorithm(Collective::kAllreduce, 16 * K * K, 8, true, true), "ring") << "slow links decide first";
-  for (size_t bytes : {size_t{8}, 64 * K, K * K})
+  // Small allreduce: recursive doubling's log2(n) messages per rank instead of one shot's n-1.
+  EXPECT_EQ(choose_algorithm(Collective::kAllreduce, 8, 4), "one_shot");
+  EXPECT_EQ(choose_algorithm(Collective::kAllreduce, 8, 4, false, true), "recursive_doubling");
+  EXPECT_EQ(choose_algorithm(Collective::kAllreduce, 4 * K, 8, false, true), "recursive_doubling");
+  EXPECT_EQ(choose_algorithm(Collective::kAllreduce, 8, 2, false, true), "one_shot") << "two ranks: one message either way";
+  for (size_t bytes : {64 * K, K * K})
     EXPECT_EQ(choose_algorithm(Collective::kAllreduce, bytes, 4, false, true), choose_algorithm(Collective::kAllreduce, bytes, 4));
   // The other collectives keep their choices.
   for (Collective c : {Collective::kAllgather, Collective::kAlltoall})
