@@ -179,7 +179,11 @@ std::string_view choose_algorithm(Collective c, size_t bytes, int n, bool slow_l
     case Collective::kReduceScatter:
       return "ring";
     case Collective::kAlltoall:
-      return bytes <= 1024 && n > 2 ? "bruck" : "linear";
+      // Bruck's log2(n) messages per rank instead of n-1 pay for its extra copies up to larger
+      // blocks on a crowded host (tcp, three interleaved rounds: 4 ranks on 2 CPUs, 512 B
+      // blocks 24-30 us against 31-46, 4 KiB 33-49 against 37-47; 8 ranks, 2 KiB blocks
+      // 120-140 against 167-188, 8 KiB 257-321 against 219-244).
+      return n > 2 && bytes <= (oversubscribed ? 2048u : 1024u) ? "bruck" : "linear";
     default:
       return algorithms_for(c).front();
   }

@@ -58,6 +58,10 @@ TEST(Tuner, OversubscribedHostsPreferFewerDependentSteps) {
   EXPECT_EQ(choose_algorithm(Collective::kAllreduce, 8, 2, false, true), "one_shot") << "two ranks: one message either way";
   for (size_t bytes : {64 * K, K * K})
     EXPECT_EQ(choose_algorithm(Collective::kAllreduce, bytes, 4, false, true), choose_algorithm(Collective::kAllreduce, bytes, 4));
+  // Alltoall keeps bruck up to 2 KiB blocks instead of 1 KiB.
+  EXPECT_EQ(choose_algorithm(Collective::kAlltoall, 2 * K, 4), "linear");
+  EXPECT_EQ(choose_algorithm(Collective::kAlltoall, 2 * K, 4, false, true), "bruck");
+  EXPECT_EQ(choose_algorithm(Collective::kAlltoall, 4 * K, 8, false, true), "linear");
   // The other collectives keep their choices.
   for (Collective c : {Collective::kAllgather, Collective::kAlltoall})
     for (size_t bytes : {size_t{8}, 256 * K, 16 * K * K})
