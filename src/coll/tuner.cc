@@ -181,7 +181,7 @@ std::string_view choose_algorithm(Collective c, size_t bytes, int n, bool slow_l
     case Collective::kAlltoall:
       // Bruck's log2(n) messages per rank instead of n-1 pay for its extra copies up to larger
       // blocks on a crowded host (tcp, three interleaved rounds: 4 ranks on 2 CPUs, 512 B
-      // blocks 24-30 us against 31-46, 4 KiB 33-49 against 37-47; 8 ranks, 2 KiB blocks
+      // blocks 24-30 us against 32-47, 4 KiB 33-49 against 37-47; 8 ranks, 2 KiB blocks
       // 120-140 against 167-188, 8 KiB 257-321 against 219-244).
       return n > 2 && bytes <= (oversubscribed ? 2048u : 1024u) ? "bruck" : "linear";
     default:
