@@ -180,17 +180,11 @@ void Connection::post(const FrameHeader& h, const void* payload, size_t len,
     do {
       w = sendmsg(fd_, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
     } while (w < 0 && errno == EINTR);
-    if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
-      Status why = Status::PeerFailed("sendmsg to {}: {}", remote_, std::strerror(errno));
-      tx_mu_.unlock();
-      if (part) part->part_done(why);
-      fail(why);
-      tx_mu_.lock();
-      return;
-    }
+    const int err = w < 0 ? errno : 0;
+    const bool failed = w < 0 && err != EAGAIN && err != EWOULDBLOCK;
     const size_t sent = w > 0 ? static_cast<size_t>(w) : 0;
-    last_tx_ns_.store(now_ns(), std::memory_order_relaxed);
-    if (sent == kHeaderSize + len) {
+    if (!failed && sent == kHeaderSize + len) {
+      last_tx_ns_.store(now_ns(), std::memory_order_relaxed);
       if (part) {
         tx_mu_.unlock();  // completing may run callbacks that post on this connection
         part->part_done(Status::Ok());
@@ -198,6 +192,9 @@ void Connection::post(const FrameHeader& h, const void* payload, size_t len,
       }
       return;
     }
+    // Queued for the rest, or, when the socket failed, for fail() to complete with the
+    // error: it tells the endpoint first, so the request's error names the operation and
+    // the peer (completing it here with the bare socket error lost both).
     auto item = std::make_unique<TxItem>();
     std::memcpy(item->hdr, hdr, kHeaderSize);
     item->payload = static_cast<const std::byte*>(payload);
@@ -206,6 +203,14 @@ void Connection::post(const FrameHeader& h, const void* payload, size_t len,
     item->part = std::move(part);
     item->hold = std::move(hold);
     txq_.push_back(std::move(item));
+    if (failed) {
+      Status why = Status::PeerFailed("sendmsg to {}: {}", remote_, std::strerror(err));
+      tx_mu_.unlock();
+      fail(why);
+      tx_mu_.lock();
+      return;
+    }
+    last_tx_ns_.store(now_ns(), std::memory_order_relaxed);
     set_want_out(true);  // the socket is full: EPOLLOUT resumes the rest
     return;
   }
