@@ -203,10 +203,7 @@ size_t arena_crossover(Collective c, int n) {
     case Collective::kAllgather:
       // Two ranks, since the ring publishes a record with one cache-line transfer
       // (2026-11-30): 16 KiB blocks 3.2 us by the ring against 4.6 through the arena.
-      // More ranks, 256 KiB blocks (three interleaved rounds, out of place / in place): 4
-      // ranks 256-302 / 214-264 us through the arena against the ring's 277-387 / 222-241;
-      // 8 ranks 1.16-1.47 / 0.85-0.97 ms against 1.45-1.98 / 1.18-1.75.
-      return n <= 2 ? 8 * K : 256 * K;
+      return n <= 2 ? 8 * K : 128 * K;
     case Collective::kGather:
       return n <= 2 ? 16 * K : 128 * K;
     case Collective::kAlltoall:
