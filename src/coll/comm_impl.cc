@@ -335,7 +335,7 @@ Status CommImpl::setup_arena() {
 }
 
 std::string_view CommImpl::pick(Collective c, size_t bytes) {
-  PickMemo& memo = pick_memo_[static_cast<size_t>(c) % pick_memo_.size()];
+  PickMemo& memo = pick_memo_[static_cast<size_t>(c)];
   if (memo.bytes == bytes && !memo.algo.empty()) return memo.algo;
   memo.algo = choose(c, bytes);
   memo.bytes = bytes;

@@ -127,7 +127,7 @@ class CommImpl final : public Communicator {
     size_t bytes = SIZE_MAX;
     std::string_view algo;
   };
-  std::array<PickMemo, 16> pick_memo_{};
+  std::array<PickMemo, static_cast<size_t>(Collective::kSendRecv) + 1> pick_memo_{};
   // Written by whichever thread runs the call, read by the user: static strings only.
   std::array<std::atomic<const char*>, static_cast<size_t>(Collective::kSendRecv) + 1> last_algo_{};
 

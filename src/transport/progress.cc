@@ -197,11 +197,11 @@ Status ProgressEngine::wait(RequestState& req, int64_t deadline_ns) {
     // instead of epoll_wait() + recv()); every (epoll_mask_+1)th turn polls everything. Measured: median
     // 8 B send RTT/2 4.9 us vs 5.3 us with epoll_wait() alone (docs/performance.md).
     // Pollers (shared-memory rings) cost a few loads: every turn. epoll_wait is a system
-    // call: every 8th turn at most.
+    // call: every 8th turn at most, except on a crowded host once sockets are in play: then
+    // every turn, since the peer that answers next is rarely the one that answered last (4
+    // ranks on 2 CPUs over tcp, 32 B allgather 26-31 us against 40-43 with the hot
+    // connection tried first; see docs/performance.md).
     EventHandler* hot = hot_.load(std::memory_order_acquire);
-    // On a crowded host every turn asks epoll once sockets are in play: the peer that answers
-    // next is rarely the one that answered last (4 ranks on 2 CPUs over tcp, 32 B allgather
-    // 26-31 us against 40-43 with the hot connection tried first; see docs/performance.md).
     const unsigned epoll_mask =
         crowded && hot != nullptr ? 0u : epoll_mask_.load(std::memory_order_relaxed);
     if ((spins & epoll_mask) != epoll_mask) {
@@ -214,8 +214,10 @@ Status ProgressEngine::wait(RequestState& req, int64_t deadline_ns) {
       // pollers): with tcp peers, data on another connection than the hot one needs epoll,
       // and backing off there measured 20-30 % slower on 4-rank 8 B allreduce.
       const bool back_off = events == 0 && hot == nullptr;
-      epoll_mask_.store(back_off ? std::min(epoll_mask * 2 + 1, kEpollMaskMax) : kEpollMaskMin,
-                        std::memory_order_relaxed);
+      const unsigned next = back_off ? std::min(epoll_mask * 2 + 1, kEpollMaskMax) : kEpollMaskMin;
+      // Written only when it changes: the crowded path comes here on every turn, and the
+      // engine's other waiters read this line.
+      if (next != epoll_mask_.load(std::memory_order_relaxed)) epoll_mask_.store(next, std::memory_order_relaxed);
     }
     if ((spins & 3) == 3) now = now_ns();
     // On an oversubscribed host the peer we wait for may need this core: let it run now

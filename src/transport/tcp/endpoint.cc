@@ -72,12 +72,16 @@ Status TcpEndpoint::attach_incoming(const std::shared_ptr<Connection>& c, const 
   c->set_endpoint(this);
   // The peer opened the stream both sides prefer for ordered frames (see ordered_stream()):
   // take it unless something was sent already. Frames posted now queue behind the hello-ack.
-  if (hello.stream == 0 && transport_->ctx_id() > peer_id_ && ordered_.load(std::memory_order_relaxed) == nullptr) {
-    ordered_hold_ = c;
-    ordered_.store(c.get(), std::memory_order_release);
-    PODNET_DEBUG(kNet, "messages to {} go on its stream 0 ({}), shared by both directions", peer_name(), c->remote());
-  }
+  if (hello.stream == 0 && transport_->ctx_id() > peer_id_ && ordered_.load(std::memory_order_relaxed) == nullptr)
+    set_ordered(c);
   return {};
+}
+
+void TcpEndpoint::set_ordered(std::shared_ptr<Connection> c) {
+  ordered_hold_ = std::move(c);
+  ordered_.store(ordered_hold_.get(), std::memory_order_release);
+  PODNET_DEBUG(kNet, "messages to {} go on {} stream 0 ({})", peer_name(), ordered_hold_->outgoing() ? "our" : "its",
+               ordered_hold_->remote());
 }
 
 std::shared_ptr<Connection> TcpEndpoint::out_stream(size_t i) {
@@ -93,11 +97,8 @@ Connection* TcpEndpoint::ordered_stream() {
   // Nothing from the peer yet (or ours is the smaller id): our own stream 0, for good.
   std::shared_ptr<Connection> pick = !out_.empty() ? out_[0] : !in_.empty() ? in_[0] : nullptr;
   if (!pick) return nullptr;
-  ordered_hold_ = pick;
-  ordered_.store(pick.get(), std::memory_order_release);
-  PODNET_DEBUG(kNet, "messages to {} go on {} stream 0 ({})", peer_name(), pick->outgoing() ? "our" : "its",
-               pick->remote());
-  return pick.get();
+  set_ordered(std::move(pick));
+  return ordered_hold_.get();
 }
 
 Status TcpEndpoint::wait_connected(int64_t deadline_ns) {

@@ -97,6 +97,7 @@ class TcpEndpoint : public detail::TransportEndpoint, public std::enable_shared_
   // of travelling as segments of their own (loopback 8 B RTT/2: 3.1-3.2 us on one
   // connection against 4.4-4.5 us on one per direction, measured with a plain socket loop).
   Connection* ordered_stream();
+  void set_ordered(std::shared_ptr<Connection> c);  // conn_mu_ held; once per endpoint
   // Splits [0, len) into the chunks a transfer of this size uses.
   size_t chunk_count(size_t len) const;
   size_t chunk_size(size_t len) const;
