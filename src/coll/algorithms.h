@@ -33,6 +33,7 @@ Status scatter_linear(Call& c, const void* send, void* recv, size_t count, int r
 Status allgather_ring(Call& c, const void* send, void* recv, size_t count);
 Status allgather_bruck(Call& c, const void* send, void* recv, size_t count);
 Status allgather_recursive_doubling(Call& c, const void* send, void* recv, size_t count);
+Status allgather_linear(Call& c, const void* send, void* recv, size_t count);
 Status allgatherv_ring(Call& c, const void* send, void* recv, const std::vector<size_t>& counts);
 // reduce_scatter
 Status reduce_scatter_ring(Call& c, const void* send, void* recv, size_t count);

@@ -411,6 +411,7 @@ Status CommImpl::allgather(const void* send, void* recv, size_t count, DataType 
     if (a == "shm") return algo::shm_allgather(c, *arena_, send, recv, count);
     if (a == "bruck") return algo::allgather_bruck(c, send, recv, count);
     if (a == "recursive_doubling") return algo::allgather_recursive_doubling(c, send, recv, count);
+    if (a == "linear") return algo::allgather_linear(c, send, recv, count);
     return algo::allgather_ring(c, send, recv, count);
   });
 }

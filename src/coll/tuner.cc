@@ -17,7 +17,7 @@ const std::vector<std::string_view>& algorithms_for(Collective c) {
   static const std::vector<std::string_view> kAllreduce{"ring", "recursive_doubling", "rabenseifner", "tree",
                                                         "one_shot", "shm"};
   static const std::vector<std::string_view> kBroadcast{"binomial", "chain", "shm"};
-  static const std::vector<std::string_view> kAllgather{"ring", "recursive_doubling", "bruck", "shm"};
+  static const std::vector<std::string_view> kAllgather{"ring", "recursive_doubling", "bruck", "linear", "shm"};
   static const std::vector<std::string_view> kReduceScatter{"ring", "recursive_halving", "shm"};
   static const std::vector<std::string_view> kAlltoall{"pairwise", "bruck", "linear", "shm"};
   static const std::vector<std::string_view> kBarrier{"dissemination", "shm"};
@@ -128,6 +128,11 @@ std::string_view choose_algorithm(Collective c, size_t bytes, int n, bool slow_l
         return bytes <= (16u << 10) ? "recursive_doubling" : "ring";
       case Collective::kBroadcast:
         return bytes <= 4096 || n <= 2 ? "binomial" : "chain";
+      case Collective::kAllgather:
+        // Not linear: n-1 flows at once into each shaped link lose to the ring's one (4 hosts
+        // at 1 Gbit/s, two rounds: 4 MiB 38.0-38.8 against 32.5-33.7 ms, 64 MiB 273-293
+        // against 217-218 ms).
+        return bytes <= (16u << 10) && n > 2 ? "bruck" : "ring";
       default:
         break;  // the others: the loopback choices measured as well as any in the lab
     }
@@ -175,7 +180,13 @@ std::string_view choose_algorithm(Collective c, size_t bytes, int n, bool slow_l
     case Collective::kAllgather:
       // On two ranks both are one exchange, and bruck adds a local rotation (tcp 8 B-8 KiB
       // 4.6-5.8 vs 4.8-6.2 us; shm 16 KiB blocks 3.2 vs 5.4 us).
-      return bytes <= (16u << 10) && n > 2 ? "bruck" : "ring";
+      // More ranks, past bruck's range: every block to every peer at once, one round instead
+      // of the ring's n-1 (4 ranks on 2 CPUs, four interleaved rounds, out of place: shm
+      // 512 KiB 100-148 against 158-222 us, 1 MiB 245-316 against 298-400, 2 MiB 443-486
+      // against 498-880, 4 MiB 842-980 against 961-1292; 3 and 8 ranks ahead or even; tcp
+      // 4 ranks 1 MiB 542-702 against 736-850 us, even from 4 MiB).
+      if (n <= 2) return "ring";
+      return bytes <= (16u << 10) ? "bruck" : "linear";
     case Collective::kReduceScatter:
       return "ring";
     case Collective::kAlltoall:

@@ -55,7 +55,7 @@ inline std::vector<std::string> expected_algorithms(Collective c) {
   switch (c) {
     case Collective::kAllreduce: return {"ring", "recursive_doubling", "rabenseifner", "tree", "one_shot", "shm"};
     case Collective::kBroadcast: return {"binomial", "chain", "shm"};
-    case Collective::kAllgather: return {"ring", "recursive_doubling", "bruck", "shm"};
+    case Collective::kAllgather: return {"ring", "recursive_doubling", "bruck", "linear", "shm"};
     case Collective::kReduceScatter: return {"ring", "recursive_halving", "shm"};
     case Collective::kAlltoall: return {"pairwise", "bruck", "linear", "shm"};
     case Collective::kReduce: return {"binomial", "shm"};

@@ -72,11 +72,24 @@ TEST(Tuner, TwoRanksGatherWithTheRingAtEverySize) {
   // bruck's local rotation buys nothing when there is one peer.
   EXPECT_EQ(choose_algorithm(Collective::kAllgather, 8, 2), "ring");
   EXPECT_EQ(choose_algorithm(Collective::kAllgather, 8, 4), "bruck");
-  EXPECT_EQ(choose_algorithm(Collective::kAllgather, 64 * K, 4), "ring");
+  EXPECT_EQ(choose_algorithm(Collective::kAllgather, 64 * K, 2), "ring");
+  EXPECT_EQ(choose_algorithm(Collective::kAllgather, 16 * K * K, 2), "ring");
+}
+
+TEST(Tuner, MoreRanksGatherPastBruckInOneRoundExceptOnSlowLinks) {
+  for (int n : {3, 4, 8}) {
+    EXPECT_EQ(choose_algorithm(Collective::kAllgather, 16 * K, n), "bruck");
+    EXPECT_EQ(choose_algorithm(Collective::kAllgather, 16 * K + 4, n), "linear");
+    EXPECT_EQ(choose_algorithm(Collective::kAllgather, 64 * K * K, n), "linear");
+    // Shaped links: n-1 flows at once into each link lose to the ring's one.
+    EXPECT_EQ(choose_algorithm(Collective::kAllgather, 16 * K, n, true), "bruck");
+    EXPECT_EQ(choose_algorithm(Collective::kAllgather, 64 * K, n, true), "ring");
+    EXPECT_EQ(choose_algorithm(Collective::kAllgather, 64 * K * K, n, true), "ring");
+  }
 }
 
 TEST(Tuner, OtherCollectivesKeepTheLoopbackChoicesOnSlowLinks) {
-  for (Collective c : {Collective::kAllgather, Collective::kReduceScatter, Collective::kAlltoall})
+  for (Collective c : {Collective::kReduceScatter, Collective::kAlltoall})
     for (size_t bytes : {size_t{8}, 4 * K, 256 * K, 16 * K * K})
       for (int n : {2, 4, 8})
         EXPECT_EQ(choose_algorithm(c, bytes, n, true), choose_algorithm(c, bytes, n))
