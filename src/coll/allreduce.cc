@@ -25,20 +25,24 @@ size_t block_off(size_t count, int n, int i) { return count / n * i + std::min<s
 size_t block_cnt(size_t count, int n, int i) { return count / n + (static_cast<size_t>(i) < count % n ? 1 : 0); }
 
 // Folds a non-power-of-two group onto the largest power of two p2: the first 2*rem ranks
-// pair up (even sends its data to odd). Returns the rank inside the power-of-two group, or
-// -1 for a rank that sits out until the result comes back.
-int fold_in(Call& c, void* buf, size_t count, int p2, Status& st) {
+// pair up (even sends its data to odd). `in` is this rank's vector (the input, or buf in
+// place); on return *data says where it is now: buf where the fold reduced into it, else
+// still `in` (nothing is copied: the first exchange reads the input). Returns the rank
+// inside the power-of-two group, or -1 for a rank that sits out until the result comes back.
+int fold_in(Call& c, const void* in, void* buf, size_t count, int p2, Status& st, const std::byte** data) {
   int rank = c.rank(), rem = c.size() - p2;
   size_t bytes = count * c.esize();
+  *data = static_cast<const std::byte*>(in);
   if (rank < 2 * rem) {
     if (rank % 2 == 0) {
-      st = c.send(rank + 1, buf, bytes, 0);
+      st = c.send(rank + 1, in, bytes, 0);
       return -1;
     }
     std::byte* tmp = c.scratch(bytes, 1);
     st = c.recv(rank - 1, tmp, bytes, 0);
     // Reduce as (lower rank, higher rank) so every rank's order is the same.
-    if (st.ok()) c.reduce3(buf, tmp, buf, count);
+    if (st.ok()) c.reduce3(buf, tmp, in, count);
+    *data = B(buf);
     return rank / 2;
   }
   return rank - rem;
@@ -161,23 +165,27 @@ Status allreduce_ring(Call& c, const void* send, void* recv, size_t count) {
   return {};
 }
 
+// Out of place, the input is not copied to the output first: the first exchange sends from
+// the input and its reduction writes the output (so does the fold of a non-power-of-two).
 Status allreduce_recursive_doubling(Call& c, const void* send, void* recv, size_t count) {
   const size_t bytes = count * c.esize();
-  copy_in(send, recv, bytes);
   const int n = c.size(), p2 = pow2_floor(n), rem = n - p2;
   Status st;
-  int newrank = fold_in(c, recv, count, p2, st);
+  const std::byte* data = nullptr;
+  int newrank = fold_in(c, send, recv, count, p2, st, &data);
   PODNET_RETURN_IF_ERROR(st);
   if (newrank >= 0) {
     std::byte* tmp = c.scratch(bytes, 0);
     uint32_t step = 1;
     for (int mask = 1; mask < p2; mask <<= 1, ++step) {
       int peer = real_rank(newrank ^ mask, rem);
-      PODNET_RETURN_IF_ERROR(c.sendrecv(peer, recv, bytes, peer, tmp, bytes, step));
+      PODNET_RETURN_IF_ERROR(c.sendrecv(peer, data, bytes, peer, tmp, bytes, step));
       // Lower rank's data first, on both sides: identical results everywhere.
-      if (peer < c.rank()) c.reduce3(recv, tmp, recv, count);
-      else c.reduce(recv, tmp, count);
+      if (peer < c.rank()) c.reduce3(recv, tmp, data, count);
+      else c.reduce3(recv, data, tmp, count);
+      data = B(recv);
     }
+    copy_in(data, recv, bytes);  // one rank alone: its input is the result
   }
   PODNET_RETURN_IF_ERROR(fold_out(c, recv, count, p2, 100));
   finalize(c, recv, count);
@@ -231,11 +239,13 @@ Status allreduce_one_shot(Call& c, const void* send, void* recv, size_t count) {
 Status allreduce_rabenseifner(Call& c, const void* send, void* recv, size_t count) {
   // Reduce-scatter by recursive halving, then allgather by recursive doubling, on the
   // power-of-two group (the others fold in and out as in recursive doubling).
+  // Out of place, nothing is copied in first: the first halving sends from the input and
+  // its reduction writes the output; later steps work in the output.
   const size_t es = c.esize(), bytes = count * es;
-  copy_in(send, recv, bytes);
   const int n = c.size(), p2 = pow2_floor(n), rem = n - p2;
   Status st;
-  int newrank = fold_in(c, recv, count, p2, st);
+  const std::byte* data = nullptr;
+  int newrank = fold_in(c, send, recv, count, p2, st, &data);
   PODNET_RETURN_IF_ERROR(st);
   if (newrank >= 0 && p2 > 1) {
     std::byte* tmp = c.scratch(bytes, 0);
@@ -250,9 +260,10 @@ Status allreduce_rabenseifner(Call& c, const void* send, void* recv, size_t coun
       int give_lo = keep_low ? mid : lo, give_hi = keep_low ? hi : mid;
       size_t ko = block_off(count, p2, keep_lo), kc = block_off(count, p2, keep_hi) - ko;
       size_t go = block_off(count, p2, give_lo), gc = block_off(count, p2, give_hi) - go;
-      PODNET_RETURN_IF_ERROR(c.sendrecv(peer, B(recv) + go * es, gc * es, peer, tmp, kc * es, step));
-      if (peer < c.rank()) c.reduce3(B(recv) + ko * es, tmp, B(recv) + ko * es, kc);
-      else c.reduce(B(recv) + ko * es, tmp, kc);
+      PODNET_RETURN_IF_ERROR(c.sendrecv(peer, data + go * es, gc * es, peer, tmp, kc * es, step));
+      if (peer < c.rank()) c.reduce3(B(recv) + ko * es, tmp, data + ko * es, kc);
+      else c.reduce3(B(recv) + ko * es, data + ko * es, tmp, kc);
+      data = B(recv);
       lo = keep_lo;
       hi = keep_hi;
     }
@@ -268,6 +279,7 @@ Status allreduce_rabenseifner(Call& c, const void* send, void* recv, size_t coun
       hi = std::max(hi, phi);
     }
   } else if (newrank >= 0) {
+    copy_in(data, recv, bytes);  // one rank alone: its input is the result
     finalize(c, recv, count);
   }
   return fold_out(c, recv, count, p2, 100);
