@@ -184,7 +184,16 @@ Status alltoall_pairwise(Call& c, const void* send, void* recv, size_t count) {
 Status alltoall_linear(Call& c, const void* send, void* recv, size_t count) {
   const int n = c.size(), r = c.rank();
   const size_t bytes = count * c.esize();
-  const std::byte* src = send_source(c, send, recv, bytes * n);
+  const bool in_place = send == recv;
+  const std::byte* src = B(send);
+  if (in_place && n > 1 && bytes > 0) {
+    // The receives overwrite the blocks that go out: those (not the own block, which stays
+    // where it is) are copied aside first.
+    std::byte* saved = c.scratch(bytes * n, 0);
+    std::memcpy(saved, recv, r * bytes);
+    std::memcpy(saved + (r + 1) * bytes, B(recv) + (r + 1) * bytes, (n - r - 1) * bytes);
+    src = saved;
+  }
   std::vector<Request> recvs, sends;
   recvs.reserve(n);
   sends.reserve(n);
@@ -197,7 +206,7 @@ Status alltoall_linear(Call& c, const void* send, void* recv, size_t count) {
     sends.push_back(c.isend(to, src + to * bytes, bytes, 1));
   }
   // The own block while the others move.
-  if (bytes > 0) std::memcpy(B(recv) + r * bytes, src + r * bytes, bytes);
+  if (!in_place && bytes > 0) std::memcpy(B(recv) + r * bytes, src + r * bytes, bytes);
   for (int k = 1; k < n; ++k) PODNET_RETURN_IF_ERROR(c.wait_recv(recvs[k - 1], mod(r - k, n), bytes));
   for (int k = 1; k < n; ++k) PODNET_RETURN_IF_ERROR(c.wait_send(sends[k - 1], mod(r + k, n)));
   return {};

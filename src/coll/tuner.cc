@@ -220,8 +220,10 @@ size_t arena_crossover(Collective c, int n) {
     case Collective::kAlltoall:
       // More ranks, four interleaved rounds on 4 ranks (2026-11-30): 128 KiB 28.7-43.1 us
       // through the arena against 32.8-64.8 by the transport's linear exchange (in place
-      // 28.6-39.4 against 40.2-54.3); at 256 KiB the exchange wins out of place.
-      return n <= 2 ? 32 * K : 128 * K;
+      // 28.6-39.4 against 40.2-54.3); at 256 KiB the exchange wins out of place. Two ranks
+      // (three interleaved rounds, out of place): 16 KiB blocks 3.0-3.4 us by the exchange
+      // against 4.0-4.2 through the arena, 8 KiB even (2.3-2.6 both).
+      return n <= 2 ? 8 * K : 128 * K;
     case Collective::kScatter:
       return n <= 2 ? 32 * K : 64 * K;
     case Collective::kBarrier:
