@@ -3,6 +3,7 @@
 // of the call's data type; `send == recv` means in place.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <string_view>
 #include <vector>
@@ -59,6 +60,15 @@ Status shm_reduce_scatter(Call& c, Arena& a, const void* send, void* recv, size_
 Status shm_alltoall(Call& c, Arena& a, const void* send, void* recv, size_t count);
 Status shm_scatter(Call& c, Arena& a, const void* send, void* recv, size_t count, int root);
 Status shm_barrier(Call& c, Arena& a);
+
+// Block i of `count` elements split into n nearly equal blocks (the first count % n have one
+// more element).
+inline size_t block_off(size_t count, int n, int i) {
+  return count / n * i + std::min<size_t>(i, count % n);
+}
+inline size_t block_cnt(size_t count, int n, int i) {
+  return count / n + (static_cast<size_t>(i) < count % n ? 1 : 0);
+}
 
 // Chunking of pipelined algorithms: bytes per message.
 inline constexpr size_t kPipelineChunk = 256 * 1024;

@@ -20,9 +20,6 @@ void finalize(Call& c, void* buf, size_t count) {
   if (c.op() == ReduceOp::kAvg) coll::finalize_avg(c.dtype(), buf, count, c.size());
 }
 
-// Block i of `count` elements split into n nearly equal blocks.
-size_t block_off(size_t count, int n, int i) { return count / n * i + std::min<size_t>(i, count % n); }
-size_t block_cnt(size_t count, int n, int i) { return count / n + (static_cast<size_t>(i) < count % n ? 1 : 0); }
 
 // Folds a non-power-of-two group onto the largest power of two p2: the first 2*rem ranks
 // pair up (even sends its data to odd). `in` is this rank's vector (the input, or buf in

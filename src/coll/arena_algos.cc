@@ -2,6 +2,7 @@
 // input into its own slot, posts it, and reads the slots it needs. Because every input is
 // copied before any output is written, in-place calls need no special case. Reductions
 // combine the slots in rank order, so every rank computes bitwise identical results.
+#include <algorithm>
 #include <cstring>
 
 #include "coll/algorithms.h"
@@ -52,6 +53,8 @@ void reduce_slots(Call& c, void* out, const std::byte* const* slots, size_t off,
 }
 
 constexpr int kInline = 64;
+// allreduce on more than two ranks from this many bytes: each rank reduces its block only.
+constexpr size_t kSplitReduceMin = 16 * 1024;
 
 // Slot pointers on the stack for the usual world sizes.
 struct Slots {
@@ -110,9 +113,55 @@ Status root_posts(Call& c, Arena& a, const void* send, size_t total, int root, U
 
 }  // namespace
 
+namespace {
+
+// allreduce of a vector that fits a slot.
+Status shm_allreduce_part(Call& c, Arena& a, const void* send, void* recv, size_t count) {
+  const int n = c.size(), me = c.rank();
+  const size_t es = c.esize();
+  if (n <= 2 || count * es < kSplitReduceMin)
+    return everyone_posts(c, a, send, count * es, true,
+                          [&](const std::byte* const* slots) { reduce_slots(c, recv, slots, 0, count); });
+  // Every rank reducing the whole vector reads n vectors: n times the work, which on more
+  // ranks than that reads in one go is worth a second post. Rank r reduces block r of
+  // every input into its slot of a second call; then every rank copies the n blocks out.
+  const uint32_t s1 = a.begin();
+  PODNET_RETURN_IF_ERROR(put(c, a, s1, send, count * es));
+  Slots sl(n);
+  PODNET_RETURN_IF_ERROR(get_all(c, a, s1, count * es, sl.get()));
+  const uint32_t s2 = a.begin();
+  PODNET_RETURN_IF_ERROR(a.wait_writable(c, s2));
+  const size_t my_cnt = block_cnt(count, n, me);
+  std::byte* part = a.slot(me, s2, my_cnt * es);
+  reduce_slots(c, part, sl.get(), block_off(count, n, me), my_cnt);
+  a.finish(s1);
+  a.post(c, s2, my_cnt * es);
+  for (int k = 0; k < n; ++k) {
+    const int r = (me + k) % n;  // the own block first: it is ready
+    const size_t cnt = block_cnt(count, n, r);
+    const std::byte* src = part;
+    if (r != me) {
+      PODNET_ASSIGN_OR_RETURN(src, a.wait_posted(c, r, s2, cnt * es));
+    }
+    copy(B(recv) + block_off(count, n, r) * es, src, cnt * es);
+  }
+  a.saw_all(s2);
+  a.finish(s2);
+  return {};
+}
+
+}  // namespace
+
 Status shm_allreduce(Call& c, Arena& a, const void* send, void* recv, size_t count) {
-  return everyone_posts(c, a, send, count * c.esize(), true,
-                        [&](const std::byte* const* slots) { reduce_slots(c, recv, slots, 0, count); });
+  // Vectors larger than a slot go through in slot-sized parts, one after the other.
+  const size_t es = c.esize(), part = std::max<size_t>(1, a.slot_bytes() / es);
+  for (size_t off = 0; off < count || off == 0; off += part) {
+    const size_t cnt = std::min(part, count - off);
+    PODNET_RETURN_IF_ERROR(shm_allreduce_part(c, a, static_cast<const std::byte*>(send) + off * es,
+                                              B(recv) + off * es, cnt));
+    if (count == 0) break;
+  }
+  return {};
 }
 
 Status shm_reduce(Call& c, Arena& a, const void* send, void* recv, size_t count, int root) {
@@ -141,10 +190,24 @@ Status shm_gather(Call& c, Arena& a, const void* send, void* recv, size_t count,
 }
 
 Status shm_alltoall(Call& c, Arena& a, const void* send, void* recv, size_t count) {
-  const size_t bytes = count * c.esize();
-  return everyone_posts(c, a, send, bytes * c.size(), true, [&](const std::byte* const* slots) {
-    for (int r = 0; r < c.size(); ++r) copy(B(recv) + r * bytes, slots[r] + c.rank() * bytes, bytes);
-  });
+  // The own block never goes through the slot: it is copied straight to the output (in
+  // place it is already there). The others are in the slot before any output is written.
+  const int n = c.size(), me = c.rank();
+  const size_t bytes = count * c.esize(), total = bytes * n;
+  const auto* in = static_cast<const std::byte*>(send);
+  const uint32_t s = a.begin();
+  PODNET_RETURN_IF_ERROR(a.wait_writable(c, s));
+  std::byte* mine = a.slot(me, s, total);
+  copy(mine, in, me * bytes);
+  copy(mine + (me + 1) * bytes, in + (me + 1) * bytes, (n - me - 1) * bytes);
+  a.post(c, s, total);
+  copy(B(recv) + me * bytes, in + me * bytes, bytes);  // while the others post
+  Slots sl(n);
+  PODNET_RETURN_IF_ERROR(get_all(c, a, s, total, sl.get()));
+  for (int r = 0; r < n; ++r)
+    if (r != me) copy(B(recv) + r * bytes, sl.get()[r] + me * bytes, bytes);
+  a.finish(s);
+  return {};
 }
 
 Status shm_barrier(Call& c, Arena& a) {

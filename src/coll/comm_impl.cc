@@ -344,7 +344,8 @@ std::string_view CommImpl::pick(Collective c, size_t bytes) {
 
 std::string_view CommImpl::choose(Collective c, size_t bytes) {
   const size_t need = algo::arena_bytes(c, bytes, size());
-  const bool fits = arena_ && need <= arena_->slot_bytes();
+  // allreduce goes through the arena in slot-sized parts: any size fits.
+  const bool fits = arena_ && (need <= arena_->slot_bytes() || c == Collective::kAllreduce);
   std::string_view o = algo_override(c);
   if (!o.empty() && (o != "shm" || fits)) return o;
   if (!o.empty() && !warned_shm_fallback_) {

@@ -206,6 +206,12 @@ size_t arena_crossover(Collective c, int n) {
   constexpr size_t K = 1024;
   switch (c) {
     case Collective::kAllreduce:
+      // More ranks: every size (the arena takes large vectors in slot-sized parts, each
+      // rank reducing its block of each): 4 ranks on 2 CPUs, out of place, 512 KiB
+      // 270-319 us against rabenseifner's 322-342 (the arena before its split reduction:
+      // 443-459), 4 MiB 2.0-2.3 against 2.6-2.7 ms, 16 MiB 9.7-12.2 against 15.6-15.7; 3
+      // and 8 ranks likewise. Two ranks: the transport's single copy wins from 512 KiB.
+      return n <= 2 ? 256 * K : SIZE_MAX;
     case Collective::kReduce:
     case Collective::kReduceScatter:
       return n <= 2 ? 256 * K : 128 * K;

@@ -135,32 +135,33 @@ TEST(CollInPlace, ScatterRecvEqualsSendAtRoot) {
   }
 }
 
-// "shm" forced for a call larger than the arena's slot runs the tuner's choice, and says so
-// through last_algorithm; the next call that fits is back in the arena.
+// "shm" forced for a call larger than the arena's slot (allreduce excepted: it goes through in
+// parts) runs the tuner's choice, and says so through last_algorithm; the next call that fits
+// is back in the arena.
 TEST(CollArena, ForcedShmBeyondTheSlotRunsAnotherAlgorithm) {
   const int n = 3;
   Pod pod(n);
-  pod.run([&](int r) { ASSERT_TRUE(pod.comm(r).set_algorithm(Collective::kAllreduce, "shm").ok()); });
+  pod.run([&](int r) { ASSERT_TRUE(pod.comm(r).set_algorithm(Collective::kAllgather, "shm").ok()); });
   const size_t big = kArenaSlot / 4 + 1000, small = 100;
-  ASSERT_FALSE(arena_fits(Collective::kAllreduce, big, DataType::kInt32, n));
+  ASSERT_FALSE(arena_fits(Collective::kAllgather, big, DataType::kInt32, n));
   std::atomic<int> problems{0};
   pod.run([&](int r) {
     for (size_t count : {big, small, big}) {
-      std::vector<int32_t> in(count), out(count);
+      std::vector<int32_t> in(count), out(count * n);
       for (size_t i = 0; i < count; ++i) in[i] = static_cast<int32_t>(r * 1000 + i % 1000);
-      Status st = pod.comm(r).allreduce(in.data(), out.data(), count, DataType::kInt32, ReduceOp::kSum);
+      Status st = pod.comm(r).allgather(in.data(), out.data(), count, DataType::kInt32);
       if (!st.ok()) {
         ADD_FAILURE() << st.to_string();
         ++problems;
         continue;
       }
-      for (size_t i = 0; i < count; ++i)
-        if (out[i] != static_cast<int32_t>(3000 + 3 * (i % 1000))) {
+      for (size_t i = 0; i < count * n; ++i)
+        if (out[i] != static_cast<int32_t>(i / count * 1000 + i % count % 1000)) {
           ADD_FAILURE() << "rank " << r << " count " << count << " element " << i << " = " << out[i];
           ++problems;
           break;
         }
-      std::string used = pod.comm(r).last_algorithm(Collective::kAllreduce);
+      std::string used = pod.comm(r).last_algorithm(Collective::kAllgather);
       if ((count == small) != (used == "shm")) {
         ADD_FAILURE() << "count " << count << " ran '" << used << "'";
         ++problems;
@@ -168,6 +169,42 @@ TEST(CollArena, ForcedShmBeyondTheSlotRunsAnotherAlgorithm) {
     }
   });
   EXPECT_EQ(problems.load(), 0);
+}
+
+TEST(CollArena, AllreduceLargerThanASlotGoesThroughInParts) {
+  // 2.5 slots and a few elements: three parts, the last one short and not a multiple of n;
+  // each part is reduced block by block (one block per rank), out of place and in place.
+  for (int n : {3, 4}) {
+    Pod pod(n);
+    const size_t count = kArenaSlot / 4 * 5 / 2 + 7;
+    std::atomic<int> problems{0};
+    pod.run([&](int r) {
+      for (bool in_place : {false, true}) {
+        std::vector<int32_t> in(count), out(count);
+        for (size_t i = 0; i < count; ++i) in[i] = static_cast<int32_t>((r + 1) * (i % 997));
+        int32_t* dst = in_place ? in.data() : out.data();
+        Status st = pod.comm(r).allreduce(in.data(), dst, count, DataType::kInt32, ReduceOp::kSum);
+        if (!st.ok()) {
+          ADD_FAILURE() << st.to_string();
+          ++problems;
+          continue;
+        }
+        const int32_t ranks_sum = n * (n + 1) / 2;
+        for (size_t i = 0; i < count; ++i)
+          if (dst[i] != ranks_sum * static_cast<int32_t>(i % 997)) {
+            ADD_FAILURE() << n << " ranks, rank " << r << (in_place ? " in place" : "") << " element " << i
+                          << " = " << dst[i];
+            ++problems;
+            break;
+          }
+        if (pod.comm(r).last_algorithm(Collective::kAllreduce) != std::string("shm")) {
+          ADD_FAILURE() << "ran '" << pod.comm(r).last_algorithm(Collective::kAllreduce) << "'";
+          ++problems;
+        }
+      }
+    });
+    EXPECT_EQ(problems.load(), 0) << n << " ranks";
+  }
 }
 
 // set_algorithm's error lists the algorithms; each one it accepts is what last_algorithm
