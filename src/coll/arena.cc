@@ -61,6 +61,8 @@ uint32_t register_membarrier() {
 // Small payloads share the header's cache line.
 size_t data_off(size_t bytes) { return bytes <= 32 ? 32 : 64; }
 bool at_least(uint32_t v, uint32_t want) { return static_cast<int32_t>(v - want) >= 0; }
+// madvise(2) advice of Linux 5.14, which older headers lack.
+constexpr int kPopulateRead = 22, kPopulateWrite = 23;
 }  // namespace
 
 struct Arena::Header {
@@ -95,6 +97,24 @@ Arena::Header* Arena::header(int r, uint32_t s) {
   size_t slots = kHeaderPage + n_ * (sizeof(Ctl) + sizeof(Wake));
   return reinterpret_cast<Header*>(base_ + slots + (static_cast<size_t>(r) * kBuffers + s % kBuffers) * stride_);
 }
+void Arena::map_ahead(size_t bytes) {
+  // A payload larger than any before: every slot buffer will hold one within the next
+  // kBuffers calls. Map them all that far now, with one madvise per buffer, instead of a
+  // page fault at a time inside those calls (4 ranks on 2 CPUs, 1 MiB allreduce, the first
+  // 12 calls: 622-800 us per call against 1161-1430). Pages are still touched only as far
+  // as payloads reach. The own buffers are written (allocated) here, the others read.
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  const size_t len = std::min(stride_, data_off(bytes) + bytes);
+  for (int r = 0; r < n_ && bytes >= page; ++r)  // below a page: little to gain, many steps
+    for (uint32_t b = 0; b < kBuffers; ++b) {
+      auto start = reinterpret_cast<uintptr_t>(header(r, b)) / page * page;
+      auto end = (reinterpret_cast<uintptr_t>(header(r, b)) + len + page - 1) / page * page;
+      // Best effort: a kernel without MADV_POPULATE_* (before 5.14) faults pages in on use.
+      (void)madvise(reinterpret_cast<void*>(start), end - start, r == me_ ? kPopulateWrite : kPopulateRead);
+    }
+  mapped_ = bytes;
+}
+
 std::byte* Arena::slot(int r, uint32_t s, size_t bytes) {
   return reinterpret_cast<std::byte*>(header(r, s)) + data_off(bytes);
 }

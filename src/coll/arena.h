@@ -53,7 +53,11 @@ class Arena {
 
   // One arena call: begin() numbers it; writers wait_writable(), fill slot(), post();
   // readers wait_posted(); everyone finish()es. `bytes` is this call's payload per slot.
-  uint32_t begin() { return ++seq_; }
+  // `bytes`: the largest payload a slot of this call holds (pages are mapped ahead for it).
+  uint32_t begin(size_t bytes) {
+    if (bytes > mapped_) map_ahead(bytes);
+    return ++seq_;
+  }
   Status wait_writable(Call& c, uint32_t s);
   std::byte* slot(int rank, uint32_t s, size_t bytes);
   void post(Call& c, uint32_t s, size_t bytes);
@@ -78,6 +82,7 @@ class Arena {
   // in when it is already past this one (wait_word decides whether that is an error).
   Status slow_checks(Call& c, int r, const char* what, int64_t deadline, std::optional<CallInfo>* past);
   void wake_sleepers(Wake* w, std::atomic<uint32_t>* word);
+  void map_ahead(size_t bytes);
 
   std::byte* base_ = nullptr;
   size_t map_bytes_ = 0;
@@ -88,6 +93,7 @@ class Arena {
   bool light_post_ = false;  // every rank registered for membarrier: posters skip the fence  // more ranks than CPUs this process may run on: yield at once
   uint32_t seq_ = 0;         // arena calls so far
   uint32_t known_done_ = 0;  // every rank has finished at least this call
+  size_t mapped_ = 0;        // every slot buffer is mapped for payloads this large
 };
 
 }  // namespace podnet::detail

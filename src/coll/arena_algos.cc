@@ -85,7 +85,7 @@ namespace {
 // that `read` then wait for every slot and `use` them; all finish.
 template <typename Use>
 Status everyone_posts(Call& c, Arena& a, const void* send, size_t total, bool read, Use&& use) {
-  const uint32_t s = a.begin();
+  const uint32_t s = a.begin(total);
   PODNET_RETURN_IF_ERROR(put(c, a, s, send, total));
   if (read) {
     Slots sl(c.size());
@@ -99,7 +99,7 @@ Status everyone_posts(Call& c, Arena& a, const void* send, size_t total, bool re
 // One call in which `root` posts `total` bytes of `send`; every rank `use`s the posted copy.
 template <typename Use>
 Status root_posts(Call& c, Arena& a, const void* send, size_t total, int root, Use&& use) {
-  const uint32_t s = a.begin();
+  const uint32_t s = a.begin(total);
   if (c.rank() == root) {
     PODNET_RETURN_IF_ERROR(put(c, a, s, send, total));
     use(static_cast<const std::byte*>(a.slot(root, s, total)));
@@ -125,11 +125,11 @@ Status shm_allreduce_part(Call& c, Arena& a, const void* send, void* recv, size_
   // Every rank reducing the whole vector reads n vectors: n times the work, which on more
   // ranks than that reads in one go is worth a second post. Rank r reduces block r of
   // every input into its slot of a second call; then every rank copies the n blocks out.
-  const uint32_t s1 = a.begin();
+  const uint32_t s1 = a.begin(count * es);
   PODNET_RETURN_IF_ERROR(put(c, a, s1, send, count * es));
   Slots sl(n);
   PODNET_RETURN_IF_ERROR(get_all(c, a, s1, count * es, sl.get()));
-  const uint32_t s2 = a.begin();
+  const uint32_t s2 = a.begin(0);  // blocks of what s1 mapped
   PODNET_RETURN_IF_ERROR(a.wait_writable(c, s2));
   const size_t my_cnt = block_cnt(count, n, me);
   std::byte* part = a.slot(me, s2, my_cnt * es);
@@ -195,7 +195,7 @@ Status shm_alltoall(Call& c, Arena& a, const void* send, void* recv, size_t coun
   const int n = c.size(), me = c.rank();
   const size_t bytes = count * c.esize(), total = bytes * n;
   const auto* in = static_cast<const std::byte*>(send);
-  const uint32_t s = a.begin();
+  const uint32_t s = a.begin(total);
   PODNET_RETURN_IF_ERROR(a.wait_writable(c, s));
   std::byte* mine = a.slot(me, s, total);
   copy(mine, in, me * bytes);
