@@ -60,6 +60,10 @@ Status shm_reduce_scatter(Call& c, Arena& a, const void* send, void* recv, size_
 Status shm_alltoall(Call& c, Arena& a, const void* send, void* recv, size_t count);
 Status shm_scatter(Call& c, Arena& a, const void* send, void* recv, size_t count, int root);
 Status shm_barrier(Call& c, Arena& a);
+// Direct reads of the peers' buffers by cross-memory attach, coordinated through the arena
+// (Arena::cma(): every pair of ranks allowed).
+Status cma_allgather(Call& c, Arena& a, const void* send, void* recv, size_t count);
+Status cma_alltoall(Call& c, Arena& a, const void* send, void* recv, size_t count);
 
 // Block i of `count` elements split into n nearly equal blocks (the first count % n have one
 // more element).

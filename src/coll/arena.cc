@@ -6,6 +6,7 @@
 #include <sched.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <bit>
@@ -50,7 +51,7 @@ struct Offer {
 size_t round_up(size_t v, size_t a) { return (v + a - 1) / a * a; }
 
 // Agreement bits of the set-up exchange.
-constexpr uint32_t kMapped = 1, kMembarrier = 2;
+constexpr uint32_t kMapped = 1, kMembarrier = 2, kCma = 4;
 
 // Whether this process can take part in the asymmetric fence (see wake_sleepers).
 uint32_t register_membarrier() {
@@ -76,6 +77,8 @@ struct Arena::Header {
 
 struct alignas(kLine) Arena::Ctl {
   std::atomic<uint32_t> done;  // the last arena call this rank finished reading
+  int32_t pid;                 // set up once: this rank's process and where it maps the
+  uint64_t base;               // segment (its header), for cross-memory reads
   // The call this rank is in now: on a line of its own, which the others read only while
   // they wait long, so that writing it every call costs no cache miss.
   alignas(kLine) std::atomic<uint32_t> ver;  // seqlock
@@ -97,6 +100,54 @@ Arena::Header* Arena::header(int r, uint32_t s) {
   size_t slots = kHeaderPage + n_ * (sizeof(Ctl) + sizeof(Wake));
   return reinterpret_cast<Header*>(base_ + slots + (static_cast<size_t>(r) * kBuffers + s % kBuffers) * stride_);
 }
+void Arena::introduce() {
+  ctl(me_)->pid = static_cast<int32_t>(getpid());
+  ctl(me_)->base = reinterpret_cast<uint64_t>(base_);
+}
+
+bool Arena::probe_peers() {
+  if (!config().shm_cma) return false;
+  const auto* mine = reinterpret_cast<const SegHeader*>(base_);
+  for (int r = 0; r < n_; ++r) {
+    if (r == me_) continue;
+    SegHeader theirs{};
+    iovec local{&theirs, sizeof theirs}, remote{reinterpret_cast<void*>(ctl(r)->base), sizeof theirs};
+    if (process_vm_readv(ctl(r)->pid, &local, 1, &remote, 1, 0) != static_cast<ssize_t>(sizeof theirs) ||
+        theirs.magic != kMagic || theirs.nonce != mine->nonce) {
+      PODNET_DEBUG(kColl, "arena: no cross-memory reads from rank {} (pid {}): {}", r, ctl(r)->pid,
+                   errno != 0 ? std::strerror(errno) : "unexpected data");
+      return false;
+    }
+  }
+  return true;
+}
+
+Status Arena::read_peer(Call& c, int r, void* to, uint64_t from, size_t bytes) {
+  auto* dst = static_cast<std::byte*>(to);
+  while (bytes > 0) {
+    iovec local{dst, bytes}, remote{reinterpret_cast<void*>(from), bytes};
+    ssize_t got = process_vm_readv(ctl(r)->pid, &local, 1, &remote, 1, 0);
+    if (got <= 0)
+      return c.fail(Status::Unavailable("cross-memory read of {} bytes from rank {} (pid {}) in the shared-memory "
+                                        "arena: {}",
+                                        bytes, r, ctl(r)->pid, got < 0 ? std::strerror(errno) : "nothing read"));
+    dst += got;
+    from += static_cast<uint64_t>(got);
+    bytes -= static_cast<size_t>(got);
+  }
+  return {};
+}
+
+Status Arena::wait_finished(Call& c, uint32_t s) {
+  for (int r = 0; r < n_; ++r) {
+    if (r == me_) continue;
+    PODNET_RETURN_IF_ERROR(wait_word(
+        c, r, &ctl(r)->done, [s](uint32_t v) { return at_least(v, s); }, "to finish reading this rank's buffer"));
+  }
+  known_done_ = s;
+  return {};
+}
+
 void Arena::map_ahead(size_t bytes) {
   // A payload larger than any before: every slot buffer will hold one within the next
   // kBuffers calls. Map them all that far now, with one madvise per buffer, instead of a
@@ -163,6 +214,7 @@ Result<std::unique_ptr<Arena>> Arena::establish(Call& c, size_t slot_bytes, bool
       else if (map(fd)) {
         auto* h = reinterpret_cast<SegHeader*>(a->base_);
         *h = SegHeader{kMagic, o.nonce, kVersion, static_cast<uint32_t>(n), slot_bytes};
+        a->introduce();
         o.ok = kMapped | register_membarrier();
         o.fd = fd;
       }
@@ -193,8 +245,10 @@ Result<std::unique_ptr<Arena>> Arena::establish(Call& c, size_t slot_bytes, bool
       else if (map(fd)) {
         auto* h = reinterpret_cast<const SegHeader*>(a->base_);
         if (h->magic == kMagic && h->nonce == o.nonce && h->version == kVersion && h->nranks == static_cast<uint32_t>(n) &&
-            h->slot_bytes == slot_bytes)
+            h->slot_bytes == slot_bytes) {
+          a->introduce();
           ok = kMapped | register_membarrier();
+        }
         else
           *why = fmt::format("{} is not rank 0's segment", path);
       }
@@ -212,6 +266,22 @@ Result<std::unique_ptr<Arena>> Arena::establish(Call& c, size_t slot_bytes, bool
     return std::unique_ptr<Arena>();
   }
   a->light_post_ = (all & kMembarrier) != 0;
+  // Every rank introduced itself before its "mapped" reached rank 0, so all are there now:
+  // can this rank read every other one's memory (cross-memory attach; ptrace rules)? The
+  // ranks agree, so that all of them or none use the direct reads.
+  uint32_t cma = a->probe_peers() ? kCma : 0;
+  if (me == 0) {
+    for (int p = 1; p < n; ++p) {
+      uint32_t theirs = 0;
+      PODNET_RETURN_IF_ERROR(c.recv(p, &theirs, sizeof theirs, 3));
+      cma &= theirs;
+    }
+    for (int p = 1; p < n; ++p) PODNET_RETURN_IF_ERROR(c.send(p, &cma, sizeof cma, 4));
+  } else {
+    PODNET_RETURN_IF_ERROR(c.send(0, &cma, sizeof cma, 3));
+    PODNET_RETURN_IF_ERROR(c.recv(0, &cma, sizeof cma, 4));
+  }
+  a->cma_ = cma != 0;
   return a;
 }
 

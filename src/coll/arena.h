@@ -67,6 +67,14 @@ class Arena {
   void saw_all(uint32_t s) { known_done_ = s - 1; }
   void finish(uint32_t s);
 
+  // Cross-memory attach between every pair of ranks (agreed at set-up): a call may post an
+  // address of its own memory and the others read from it directly (one copy, no slot).
+  bool cma() const noexcept { return cma_; }
+  // Copies `bytes` at address `from` of rank r into `to`; an error names the rank.
+  Status read_peer(Call& c, int r, void* to, uint64_t from, size_t bytes);
+  // Waits until every other rank has finished call `s` (done reading what this rank posted).
+  Status wait_finished(Call& c, uint32_t s);
+
  private:
   struct Header;
   struct Ctl;
@@ -83,6 +91,8 @@ class Arena {
   Status slow_checks(Call& c, int r, const char* what, int64_t deadline, std::optional<CallInfo>* past);
   void wake_sleepers(Wake* w, std::atomic<uint32_t>* word);
   void map_ahead(size_t bytes);
+  void introduce();    // writes this rank's pid and mapping address into its control line
+  bool probe_peers();  // whether this rank can read every other rank's memory
 
   std::byte* base_ = nullptr;
   size_t map_bytes_ = 0;
@@ -94,6 +104,7 @@ class Arena {
   uint32_t seq_ = 0;         // arena calls so far
   uint32_t known_done_ = 0;  // every rank has finished at least this call
   size_t mapped_ = 0;        // every slot buffer is mapped for payloads this large
+  bool cma_ = false;         // every rank can read every other one's memory
 };
 
 }  // namespace podnet::detail

@@ -210,6 +210,66 @@ Status shm_alltoall(Call& c, Arena& a, const void* send, void* recv, size_t coun
   return {};
 }
 
+namespace {
+
+// Algorithm "cma": every rank posts the address its peers read from; each rank reads its
+// part of every peer's buffer straight into its output (one process_vm_readv per peer, no
+// slot, no messages) and copies its own part; then it waits until every rank has finished
+// reading before it returns, since its buffer must stay as it was until then.
+// read(r, from): reads rank r's part, given the address r posted.
+template <typename OwnPart, typename Read>
+Status cma_exchange(Call& c, Arena& a, const void* posted, OwnPart&& own_part, Read&& read) {
+  const int n = c.size(), me = c.rank();
+  const uint32_t s = a.begin(0);
+  PODNET_RETURN_IF_ERROR(a.wait_writable(c, s));
+  const auto addr = reinterpret_cast<uint64_t>(posted);
+  std::memcpy(a.slot(me, s, sizeof addr), &addr, sizeof addr);
+  a.post(c, s, sizeof addr);
+  own_part();
+  for (int k = 1; k < n; ++k) {
+    const int r = (me + k) % n;  // not everyone from rank 0 first
+    PODNET_ASSIGN_OR_RETURN(const std::byte* p, a.wait_posted(c, r, s, sizeof addr));
+    uint64_t from = 0;
+    std::memcpy(&from, p, sizeof from);
+    PODNET_RETURN_IF_ERROR(read(r, from));
+  }
+  a.saw_all(s);
+  a.finish(s);
+  return a.wait_finished(c, s);
+}
+
+}  // namespace
+
+Status cma_allgather(Call& c, Arena& a, const void* send, void* recv, size_t count) {
+  // An input inside the output (in place: this rank's block, which nobody writes; or
+  // anywhere else in it) is moved to its block first, and the peers read it there.
+  const size_t bytes = count * c.esize();
+  std::byte* own = B(recv) + c.rank() * bytes;
+  const auto* in = static_cast<const std::byte*>(send);
+  const bool inside = !(in + bytes <= B(recv) || in >= B(recv) + c.size() * bytes);
+  if (inside && own != in && bytes > 0) std::memmove(own, in, bytes);
+  return cma_exchange(
+      c, a, inside ? own : in, [&] { if (!inside) copy(own, in, bytes); },
+      [&](int r, uint64_t from) { return a.read_peer(c, r, B(recv) + r * bytes, from, bytes); });
+}
+
+Status cma_alltoall(Call& c, Arena& a, const void* send, void* recv, size_t count) {
+  const int n = c.size(), me = c.rank();
+  const size_t bytes = count * c.esize();
+  const std::byte* src = static_cast<const std::byte*>(send);
+  if (send == recv && n > 1 && bytes > 0) {
+    // In place the peers would read blocks this rank is overwriting: they read a copy of
+    // the blocks that go out (the own block stays where it is).
+    std::byte* saved = c.scratch(bytes * n, 0);
+    std::memcpy(saved, recv, me * bytes);
+    std::memcpy(saved + (me + 1) * bytes, B(recv) + (me + 1) * bytes, (n - me - 1) * bytes);
+    src = saved;
+  }
+  return cma_exchange(
+      c, a, src, [&] { copy(B(recv) + me * bytes, static_cast<const std::byte*>(send) + me * bytes, bytes); },
+      [&](int r, uint64_t from) { return a.read_peer(c, r, B(recv) + r * bytes, from + me * bytes, bytes); });
+}
+
 Status shm_barrier(Call& c, Arena& a) {
   return everyone_posts(c, a, nullptr, 0, true, [](const std::byte* const*) {});
 }

@@ -346,20 +346,26 @@ std::string_view CommImpl::choose(Collective c, size_t bytes) {
   const size_t need = algo::arena_bytes(c, bytes, size());
   // allreduce goes through the arena in slot-sized parts: any size fits.
   const bool fits = arena_ && (need <= arena_->slot_bytes() || c == Collective::kAllreduce);
+  const bool cma = arena_ && arena_->cma();
   std::string_view o = algo_override(c);
-  if (!o.empty() && (o != "shm" || fits)) return o;
+  if (!o.empty() && (o != "shm" || fits) && (o != "cma" || cma)) return o;
   if (!o.empty() && !warned_shm_fallback_) {
     warned_shm_fallback_ = true;
-    PODNET_WARN(kColl, "{}: algorithm shm forced, but {}; using the tuner's choice (the benchmark rows say which ran)",
-                collective_name(c),
-                arena_ ? fmt::format("this call needs {} bytes per slot (PODNET_SHM_COLL_MAX={})", need,
-                                     arena_->slot_bytes())
-                       : std::string("this communicator has no shared-memory arena (ranks on other hosts, or "
-                                     "PODNET_SHM_COLL_MAX=0)"));
+    std::string why;
+    if (!arena_)
+      why = "this communicator has no shared-memory arena (ranks on other hosts, or PODNET_SHM_COLL_MAX=0)";
+    else if (o == "cma")
+      why = "not every rank may read every other one's memory (PODNET_SHM_CMA=0, or ptrace rules)";
+    else
+      why = fmt::format("this call needs {} bytes per slot (PODNET_SHM_COLL_MAX={})", need, arena_->slot_bytes());
+    PODNET_WARN(kColl, "{}: algorithm {} forced, but {}; using the tuner's choice (the benchmark rows say which ran)",
+                collective_name(c), o, why);
   }
   // A table measured on this many ranks (`podnet tune`, which times shm too) comes first.
   const TuneTable* t = loaded_tune_table();
-  if (fits && (t == nullptr || t->nranks != size()) && need <= arena_crossover(c, size())) return "shm";
+  const bool no_table = t == nullptr || t->nranks != size();
+  if (fits && no_table && need <= arena_crossover(c, size(), cma)) return "shm";
+  if (cma && no_table && cma_beyond_arena(c)) return "cma";
   bool over_shm = size() > 1;
   for (int p = 0; p < size() && over_shm; ++p)
     if (p != rank_ && eps_[p] && eps_[p]->transport() != "shm") over_shm = false;
@@ -413,6 +419,7 @@ Status CommImpl::allgather(const void* send, void* recv, size_t count, DataType 
     if (a == "bruck") return algo::allgather_bruck(c, send, recv, count);
     if (a == "recursive_doubling") return algo::allgather_recursive_doubling(c, send, recv, count);
     if (a == "linear") return algo::allgather_linear(c, send, recv, count);
+    if (a == "cma") return algo::cma_allgather(c, *arena_, send, recv, count);
     return algo::allgather_ring(c, send, recv, count);
   });
 }
@@ -445,6 +452,7 @@ Status CommImpl::alltoall(const void* send, void* recv, size_t count, DataType t
     if (a == "shm") return algo::shm_alltoall(c, *arena_, send, recv, count);
     if (a == "bruck") return algo::alltoall_bruck(c, send, recv, count);
     if (a == "linear") return algo::alltoall_linear(c, send, recv, count);
+    if (a == "cma") return algo::cma_alltoall(c, *arena_, send, recv, count);
     return algo::alltoall_pairwise(c, send, recv, count);
   });
 }

@@ -17,9 +17,9 @@ const std::vector<std::string_view>& algorithms_for(Collective c) {
   static const std::vector<std::string_view> kAllreduce{"ring", "recursive_doubling", "rabenseifner", "tree",
                                                         "one_shot", "shm"};
   static const std::vector<std::string_view> kBroadcast{"binomial", "chain", "shm"};
-  static const std::vector<std::string_view> kAllgather{"ring", "recursive_doubling", "bruck", "linear", "shm"};
+  static const std::vector<std::string_view> kAllgather{"ring", "recursive_doubling", "bruck", "linear", "shm", "cma"};
   static const std::vector<std::string_view> kReduceScatter{"ring", "recursive_halving", "shm"};
-  static const std::vector<std::string_view> kAlltoall{"pairwise", "bruck", "linear", "shm"};
+  static const std::vector<std::string_view> kAlltoall{"pairwise", "bruck", "linear", "shm", "cma"};
   static const std::vector<std::string_view> kBarrier{"dissemination", "shm"};
   static const std::vector<std::string_view> kReduce{"binomial", "shm"};
   static const std::vector<std::string_view> kLinear{"linear", "shm"};
@@ -200,7 +200,18 @@ std::string_view choose_algorithm(Collective c, size_t bytes, int n, bool slow_l
   }
 }
 
-size_t arena_crossover(Collective c, int n) {
+bool cma_beyond_arena(Collective c) {
+  // 2026-11-30, three interleaved rounds, out of place, against the next best: allgather on
+  // 2 ranks 8 KiB 1.5 us against the arena's 1.7, 32 KiB 2.3 against the ring's 4.4-5.7,
+  // 512 KiB 19.7-21.9 against 21.5-22.4, even from 2 MiB; on 4 ranks 512 KiB 75-140
+  // against the arena's 96-104 and linear's 93-159, 1 MiB 205-283 against 219-329, even
+  // from 2 MiB. alltoall on 4 ranks 128 KiB 22-32 against the arena's 28-39, 256 KiB
+  // 35-55 against linear's 44-101, 512 KiB 87-154 against 104-128; on 2 ranks even with
+  // linear or a little ahead (128 KiB 6.0-7.9 against 6.8-7.0).
+  return c == Collective::kAllgather || c == Collective::kAlltoall;
+}
+
+size_t arena_crossover(Collective c, int n, bool cma) {
   // Two ranks: one CMA copy per step makes the transport's ring hard to beat from a few
   // blocks up; more ranks: the ring's n-1 steps cost more, the arena's reads do not wait.
   constexpr size_t K = 1024;
@@ -220,7 +231,8 @@ size_t arena_crossover(Collective c, int n) {
     case Collective::kAllgather:
       // Two ranks, since the ring publishes a record with one cache-line transfer
       // (2026-11-30): 16 KiB blocks 3.2 us by the ring against 4.6 through the arena.
-      return n <= 2 ? 8 * K : 128 * K;
+      // With direct reads next: 2 ranks from 4 KiB blocks (above).
+      return n <= 2 ? (cma ? 2 * K : 8 * K) : 128 * K;
     case Collective::kGather:
       return n <= 2 ? 16 * K : 128 * K;
     case Collective::kAlltoall:
@@ -229,7 +241,7 @@ size_t arena_crossover(Collective c, int n) {
       // 28.6-39.4 against 40.2-54.3); at 256 KiB the exchange wins out of place. Two ranks
       // (three interleaved rounds, out of place): 16 KiB blocks 3.0-3.4 us by the exchange
       // against 4.0-4.2 through the arena, 8 KiB even (2.3-2.6 both).
-      return n <= 2 ? 8 * K : 128 * K;
+      return n <= 2 ? 8 * K : (cma ? 64 * K : 128 * K);
     case Collective::kScatter:
       return n <= 2 ? 32 * K : 64 * K;
     case Collective::kBarrier:

@@ -25,7 +25,10 @@ std::string_view choose_algorithm(Collective c, size_t bytes, int nranks, bool s
 // table prefers the shared-memory arena ("shm") over the transport-based algorithms, when a
 // communicator has one. Measured with `podnet bench coll -a shm` against the others
 // (docs/collectives.md); PODNET_SHM_COLL_MAX caps it.
-size_t arena_crossover(Collective c, int nranks);
+size_t arena_crossover(Collective c, int nranks, bool cma = false);
+// Whether, past the arena's crossover, direct cross-memory reads (algorithm "cma") beat the
+// transport's algorithms for collective c, when every rank may read every other one.
+bool cma_beyond_arena(Collective c);
 // The static string of algorithm `name` of `c` (one of algorithms_for(c)); empty if none.
 std::string_view canonical_name(Collective c, std::string_view name);
 // Checks an override; the error lists the valid names.

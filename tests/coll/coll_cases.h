@@ -55,9 +55,9 @@ inline std::vector<std::string> expected_algorithms(Collective c) {
   switch (c) {
     case Collective::kAllreduce: return {"ring", "recursive_doubling", "rabenseifner", "tree", "one_shot", "shm"};
     case Collective::kBroadcast: return {"binomial", "chain", "shm"};
-    case Collective::kAllgather: return {"ring", "recursive_doubling", "bruck", "linear", "shm"};
+    case Collective::kAllgather: return {"ring", "recursive_doubling", "bruck", "linear", "shm", "cma"};
     case Collective::kReduceScatter: return {"ring", "recursive_halving", "shm"};
-    case Collective::kAlltoall: return {"pairwise", "bruck", "linear", "shm"};
+    case Collective::kAlltoall: return {"pairwise", "bruck", "linear", "shm", "cma"};
     case Collective::kReduce: return {"binomial", "shm"};
     case Collective::kBarrier: return {"dissemination", "shm"};
     case Collective::kGather: case Collective::kScatter: return {"linear", "shm"};
@@ -74,6 +74,14 @@ inline bool arena_fits(Collective c, size_t count, DataType t, int n) {
   size_t b = count * dtype_size(t);
   if (c == Collective::kAlltoall || c == Collective::kReduceScatter || c == Collective::kScatter) b *= n;
   return b <= kArenaSlot;
+}
+
+// Whether a forced algorithm runs as forced: the arena's "shm" needs the call to fit a slot,
+// its "cma" a communicator of more than one rank (every rank of a test is on this host).
+inline bool forced_runs(const std::string& algo, Collective c, size_t count, DataType t, int n) {
+  if (algo == "shm") return arena_fits(c, count, t, n);
+  if (algo == "cma") return n >= 2;
+  return true;
 }
 
 inline std::string describe(const Case& k, int n) {

@@ -39,7 +39,7 @@ std::vector<Case> mixed_cases(int n, size_t how_many, uint32_t seed) {
         k.coll != Collective::kSendRecv && k.coll != Collective::kReduce)
       k.count = 20000;
     k.root = static_cast<int>(pick(n));
-    if (k.algo == "shm" && !arena_fits(k.coll, k.count, k.t, n)) k.algo = "";
+    if (!forced_runs(k.algo, k.coll, k.count, k.t, n)) k.algo = "";
     // Literal send == recv for gather and scatter is known to corrupt data (see the CollInPlace
     // tests in coll_more_test.cc); it is left to those tests so that this one fails only for
     // what it tests: long mixed sequences and concurrency.

@@ -44,7 +44,7 @@ std::vector<Case> matrix(Collective c, int n) {
         if (!reduces(c) && op != ReduceOp::kSum) continue;
         for (size_t count : kSizes)
           for (Variant v : variants(c)) {
-            if (algo == "shm" && !arena_fits(c, count, t, n)) continue;
+            if (!forced_runs(algo, c, count, t, n)) continue;
             if (count > kBig) {
               if (reduces(c) ? !big_ok(t, op) : !big_ok(t)) continue;
               // In place at 1 MiB: for one type per algorithm.
@@ -164,6 +164,33 @@ TEST(CollArena, ForcedShmBeyondTheSlotRunsAnotherAlgorithm) {
       std::string used = pod.comm(r).last_algorithm(Collective::kAllgather);
       if ((count == small) != (used == "shm")) {
         ADD_FAILURE() << "count " << count << " ran '" << used << "'";
+        ++problems;
+      }
+    }
+  });
+  EXPECT_EQ(problems.load(), 0);
+}
+
+// Without a tuner table, allgather and alltoall leave the arena for direct cross-memory
+// reads past its crossover (every rank of the test may read the others: one process).
+TEST(CollArena, DirectReadsTakeOverPastTheArena) {
+  const int n = 3;
+  Pod pod(n);
+  std::atomic<int> problems{0};
+  pod.run([&](int r) {
+    struct Want {
+      Collective c;
+      size_t count;
+      const char* algo;
+    };
+    // allgather: blocks up to 128 KiB in the arena; alltoall: up to 64 KiB of blocks.
+    for (Want w : {Want{Collective::kAllgather, 1000, "shm"}, Want{Collective::kAllgather, 40000, "cma"},
+                   Want{Collective::kAlltoall, 1000, "shm"}, Want{Collective::kAlltoall, 8000, "cma"}}) {
+      Case k{w.c, "", DataType::kInt32, ReduceOp::kSum, w.count, 0, Variant::kOutOfPlace};
+      problems += static_cast<int>(run_case(pod.comm(r), k));
+      if (pod.comm(r).last_algorithm(w.c) != std::string(w.algo)) {
+        ADD_FAILURE() << collective_name(w.c) << " count " << w.count << " ran '" << pod.comm(r).last_algorithm(w.c)
+                      << "', not " << w.algo;
         ++problems;
       }
     }

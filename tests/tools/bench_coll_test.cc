@@ -164,6 +164,36 @@ TEST(BenchColl, MixedShmAndTcpPeersInOneJob) {
   EXPECT_EQ(colls.size(), 9u);
 }
 
+// Algorithm "cma" between real processes: the ranks read each other's buffers with
+// process_vm_readv. With PODNET_SHM_CMA=0 the communicator does not offer it, and forcing it
+// runs the tuner's choice with a warning that says why.
+TEST(BenchColl, DirectReadsBetweenProcessesAndTheirFallback) {
+  for (bool allowed : {true, false}) {
+    const std::string env = allowed ? "" : "PODNET_SHM_CMA=0 ";
+    Outcome o = run_program(podnet_bin(), {"run", "-n", "3", "--timeout", "50", "--", "sh", "-c",
+                                           env + "exec \"$0\" bench coll all -a cma -b 8 -e 1M -f 8 -c 1 --json",
+                                           podnet_bin()});
+    ASSERT_EQ(o.exit_code, 0) << describe(o);
+    auto j = nlohmann::json::parse(rank0_text(o.out), nullptr, false);
+    ASSERT_TRUE(j.is_object()) << describe(o);
+    EXPECT_EQ(j.value("wrong", -1), 0) << j.dump();
+    int rows = 0;
+    for (const auto& r : j["results"]) {
+      const std::string coll = r.value("collective", "?");
+      if (coll != "allgather" && coll != "alltoall") continue;
+      ++rows;
+      EXPECT_EQ(r.value("wrong", -1), 0) << r.dump();
+      if (allowed)
+        EXPECT_EQ(r.value("algorithm", ""), "cma") << r.dump();
+      else
+        EXPECT_NE(r.value("algorithm", ""), "cma") << r.dump();
+    }
+    EXPECT_EQ(rows, 2 * 6);  // 8 B .. 256 KiB by 8: six sizes each
+    const bool warned = (o.out + o.err).find("algorithm cma forced, but not every rank may read") != std::string::npos;
+    EXPECT_EQ(warned, !allowed) << describe(o);
+  }
+}
+
 TEST(BenchColl, TablePrintsNcclTestsColumnsAndFooter) {
   Outcome o = bench(2, {"allreduce", "-b", "8", "-e", "1K", "-f", "4", "-n", "2", "-w", "1", "--link-rate", "25G"});
   ASSERT_EQ(o.exit_code, 0) << describe(o);
