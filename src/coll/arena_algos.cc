@@ -212,6 +212,22 @@ Status shm_alltoall(Call& c, Arena& a, const void* send, void* recv, size_t coun
 
 namespace {
 
+// The cma algorithms post an address of this rank's memory for call s, and read the peers'.
+Status post_address(Call& c, Arena& a, uint32_t s, const void* p) {
+  PODNET_RETURN_IF_ERROR(a.wait_writable(c, s));
+  const auto addr = reinterpret_cast<uint64_t>(p);
+  std::memcpy(a.slot(c.rank(), s, sizeof addr), &addr, sizeof addr);
+  a.post(c, s, sizeof addr);
+  return {};
+}
+
+Result<uint64_t> posted_address(Call& c, Arena& a, int r, uint32_t s) {
+  PODNET_ASSIGN_OR_RETURN(const std::byte* p, a.wait_posted(c, r, s, sizeof(uint64_t)));
+  uint64_t addr = 0;
+  std::memcpy(&addr, p, sizeof addr);
+  return addr;
+}
+
 // Algorithm "cma": every rank posts the address its peers read from; each rank reads its
 // part of every peer's buffer straight into its output (one process_vm_readv per peer, no
 // slot, no messages) and copies its own part; then it waits until every rank has finished
@@ -221,16 +237,11 @@ template <typename OwnPart, typename Read>
 Status cma_exchange(Call& c, Arena& a, const void* posted, OwnPart&& own_part, Read&& read) {
   const int n = c.size(), me = c.rank();
   const uint32_t s = a.begin(0);
-  PODNET_RETURN_IF_ERROR(a.wait_writable(c, s));
-  const auto addr = reinterpret_cast<uint64_t>(posted);
-  std::memcpy(a.slot(me, s, sizeof addr), &addr, sizeof addr);
-  a.post(c, s, sizeof addr);
+  PODNET_RETURN_IF_ERROR(post_address(c, a, s, posted));
   own_part();
   for (int k = 1; k < n; ++k) {
     const int r = (me + k) % n;  // not everyone from rank 0 first
-    PODNET_ASSIGN_OR_RETURN(const std::byte* p, a.wait_posted(c, r, s, sizeof addr));
-    uint64_t from = 0;
-    std::memcpy(&from, p, sizeof from);
+    PODNET_ASSIGN_OR_RETURN(uint64_t from, posted_address(c, a, r, s));
     PODNET_RETURN_IF_ERROR(read(r, from));
   }
   a.saw_all(s);

@@ -29,7 +29,7 @@ TEST_P(WorldSize, AllreduceEveryAlgorithmTypeOpSize) {
       for (ReduceOp op : kOps)
         for (size_t count : kSizes) {
           if (count > 5000 && !big_ok(t, op)) continue;
-          if (std::string(algo) == "shm" && !arena_fits(Collective::kAllreduce, count, t, n)) continue;
+          if (!forced_runs(algo, Collective::kAllreduce, count, t, n)) continue;
           for (bool in_place : {false, true}) {
             if (in_place && count > 5000) continue;
             pod.run([&](int r) {
