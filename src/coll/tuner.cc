@@ -185,8 +185,14 @@ std::string_view choose_algorithm(Collective c, size_t bytes, int n, bool slow_l
       // 512 KiB 100-148 against 158-222 us, 1 MiB 245-316 against 298-400, 2 MiB 443-486
       // against 498-880, 4 MiB 842-980 against 961-1292; 3 and 8 ranks ahead or even; tcp
       // 4 ranks 1 MiB 542-702 against 736-850 us, even from 4 MiB).
+      // Up to 16 KiB blocks, log2(n) rounds; on a power of two recursive doubling makes the
+      // same exchanges as bruck without its final rotation of the whole output (tcp, three
+      // interleaved rounds, 4 KiB / 8 KiB / 16 KiB blocks: 4 ranks 27-36 / 32-35 / 43-51 us
+      // against 30-45 / 34-55 / 47-58, 8 ranks 120-155 / 127-141 / 207-230 against 131-175
+      // / 160-168 / 278-337; even below 4 KiB).
       if (n <= 2) return "ring";
-      return bytes <= (16u << 10) ? "bruck" : "linear";
+      if (bytes > (16u << 10)) return "linear";
+      return (n & (n - 1)) == 0 ? "recursive_doubling" : "bruck";
     case Collective::kReduceScatter:
       return "ring";
     case Collective::kAlltoall:

@@ -71,14 +71,16 @@ TEST(Tuner, OversubscribedHostsPreferFewerDependentSteps) {
 TEST(Tuner, TwoRanksGatherWithTheRingAtEverySize) {
   // bruck's local rotation buys nothing when there is one peer.
   EXPECT_EQ(choose_algorithm(Collective::kAllgather, 8, 2), "ring");
-  EXPECT_EQ(choose_algorithm(Collective::kAllgather, 8, 4), "bruck");
+  EXPECT_EQ(choose_algorithm(Collective::kAllgather, 8, 4), "recursive_doubling");
+  EXPECT_EQ(choose_algorithm(Collective::kAllgather, 8, 3), "bruck");
   EXPECT_EQ(choose_algorithm(Collective::kAllgather, 64 * K, 2), "ring");
   EXPECT_EQ(choose_algorithm(Collective::kAllgather, 16 * K * K, 2), "ring");
 }
 
 TEST(Tuner, MoreRanksGatherPastBruckInOneRoundExceptOnSlowLinks) {
   for (int n : {3, 4, 8}) {
-    EXPECT_EQ(choose_algorithm(Collective::kAllgather, 16 * K, n), "bruck");
+    // log2(n) rounds up to 16 KiB blocks: without bruck's rotation where n is a power of two.
+    EXPECT_EQ(choose_algorithm(Collective::kAllgather, 16 * K, n), n == 3 ? "bruck" : "recursive_doubling");
     EXPECT_EQ(choose_algorithm(Collective::kAllgather, 16 * K + 4, n), "linear");
     EXPECT_EQ(choose_algorithm(Collective::kAllgather, 64 * K * K, n), "linear");
     // Shaped links: n-1 flows at once into each link lose to the ring's one.
