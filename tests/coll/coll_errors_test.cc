@@ -191,6 +191,22 @@ TEST(CollMismatchTwoRanks, OtherCollectiveEitherSide) {
   expect_reported(out, 1, {0, 1}, {"alltoall", "allgather"});
 }
 
+// The direct reads (algorithm "cma") exchange only addresses through the arena, with the
+// call's signature: a rank with another count is named, and nobody reads past a buffer.
+TEST(CollMismatchDirectReads, OtherCount) {
+  for (Collective coll : {Collective::kAllgather, Collective::kAlltoall}) {
+    SCOPED_TRACE(collective_name(coll));
+    auto out = run_pod(4, [&](Communicator& c, int r, int32_t* a, int32_t* b) {
+      Status s = c.set_algorithm(coll, "cma");
+      if (!s.ok()) return s;
+      const size_t count = r == 1 ? 24 : 16;
+      return coll == Collective::kAllgather ? c.allgather(a, b, count, DataType::kInt32)
+                                            : c.alltoall(a, b, count, DataType::kInt32);
+    });
+    expect_reported(out, 1, all_ranks(4), {"count"});
+  }
+}
+
 // reduce with another root: the two ranks that think they are root must fail (neither has
 // the whole reduction); other ranks may finish their part.
 TEST(CollMismatchRoot, ReduceOtherRoot) {
