@@ -70,7 +70,7 @@ class Hysteresis {
 class ProgressEngine {
  public:
   struct Options {
-    int spin_us = 50;
+    int spin_us = 1000;
     bool busy_poll = false;
     int tick_ms = 20;  // housekeeping period
     int yield_every = 4;  // spinning waiters call sched_yield() every this many turns
