@@ -230,15 +230,17 @@ Result<uint64_t> posted_address(Call& c, Arena& a, int r, uint32_t s) {
 
 // Algorithm "cma": every rank posts the address its peers read from; each rank reads its
 // part of every peer's buffer straight into its output (one process_vm_readv per peer, no
-// slot, no messages) and copies its own part; then it waits until every rank has finished
-// reading before it returns, since its buffer must stay as it was until then.
+// slot, no messages), says so, and copies its own part; then it waits until every rank has
+// finished reading before it returns, since its buffer must stay as it was until then.
+// Reading before the own copy lets the peers' final wait overlap that copy (2 ranks,
+// allgather 1 MiB, four interleaved rounds: 50.3-54.5 against 57.2-68.1 us; the other sizes
+// and 4 ranks even).
 // read(r, from): reads rank r's part, given the address r posted.
 template <typename OwnPart, typename Read>
 Status cma_exchange(Call& c, Arena& a, const void* posted, OwnPart&& own_part, Read&& read) {
   const int n = c.size(), me = c.rank();
   const uint32_t s = a.begin(0);
   PODNET_RETURN_IF_ERROR(post_address(c, a, s, posted));
-  own_part();
   for (int k = 1; k < n; ++k) {
     const int r = (me + k) % n;  // not everyone from rank 0 first
     PODNET_ASSIGN_OR_RETURN(uint64_t from, posted_address(c, a, r, s));
@@ -246,6 +248,7 @@ Status cma_exchange(Call& c, Arena& a, const void* posted, OwnPart&& own_part, R
   }
   a.saw_all(s);
   a.finish(s);
+  own_part();
   return a.wait_finished(c, s);
 }
 
