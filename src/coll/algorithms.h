@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstring>
 #include <string_view>
 #include <vector>
 
@@ -72,6 +73,19 @@ inline size_t block_off(size_t count, int n, int i) {
 }
 inline size_t block_cnt(size_t count, int n, int i) {
   return count / n + (static_cast<size_t>(i) < count % n ? 1 : 0);
+}
+
+// Whether [p, p + bytes) overlaps [buf, buf + total) (an input inside the output).
+inline bool overlaps(const void* p, size_t bytes, const void* buf, size_t total) {
+  const auto* a = static_cast<const std::byte*>(p);
+  const auto* b = static_cast<const std::byte*>(buf);
+  return !(a + bytes <= b || a >= b + total);
+}
+// Copies every block of n blocks of `bytes` but block `skip` from src to dst.
+inline void copy_other_blocks(std::byte* dst, const std::byte* src, size_t bytes, int n, int skip) {
+  if (bytes == 0) return;
+  if (skip > 0) std::memcpy(dst, src, skip * bytes);
+  if (skip + 1 < n) std::memcpy(dst + (skip + 1) * bytes, src + (skip + 1) * bytes, (n - skip - 1) * bytes);
 }
 
 // Chunking of pipelined algorithms: bytes per message.

@@ -99,8 +99,8 @@ class Arena {
   size_t slot_bytes_ = 0;
   size_t stride_ = 0;  // bytes per slot buffer
   int n_ = 0, me_ = 0;
-  bool oversubscribed_ = false;
-  bool light_post_ = false;  // every rank registered for membarrier: posters skip the fence  // more ranks than CPUs this process may run on: yield at once
+  bool oversubscribed_ = false;  // more ranks than CPUs this process may run on: yield at once
+  bool light_post_ = false;      // every rank registered for membarrier: posters skip the fence
   uint32_t seq_ = 0;         // arena calls so far
   uint32_t known_done_ = 0;  // every rank has finished at least this call
   size_t mapped_ = 0;        // every slot buffer is mapped for payloads this large

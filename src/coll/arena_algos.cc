@@ -111,10 +111,6 @@ Status root_posts(Call& c, Arena& a, const void* send, size_t total, int root, U
   return {};
 }
 
-}  // namespace
-
-namespace {
-
 // allreduce of a vector that fits a slot.
 Status shm_allreduce_part(Call& c, Arena& a, const void* send, void* recv, size_t count) {
   const int n = c.size(), me = c.rank();
@@ -153,14 +149,16 @@ Status shm_allreduce_part(Call& c, Arena& a, const void* send, void* recv, size_
 }  // namespace
 
 Status shm_allreduce(Call& c, Arena& a, const void* send, void* recv, size_t count) {
-  // Vectors larger than a slot go through in slot-sized parts, one after the other.
+  // Vectors larger than a slot go through in slot-sized parts, one after the other (an
+  // empty vector is one call, as every collective is).
   const size_t es = c.esize(), part = std::max<size_t>(1, a.slot_bytes() / es);
-  for (size_t off = 0; off < count || off == 0; off += part) {
+  size_t off = 0;
+  do {
     const size_t cnt = std::min(part, count - off);
     PODNET_RETURN_IF_ERROR(shm_allreduce_part(c, a, static_cast<const std::byte*>(send) + off * es,
                                               B(recv) + off * es, cnt));
-    if (count == 0) break;
-  }
+    off += cnt;
+  } while (off < count);
   return {};
 }
 
@@ -197,9 +195,7 @@ Status shm_alltoall(Call& c, Arena& a, const void* send, void* recv, size_t coun
   const auto* in = static_cast<const std::byte*>(send);
   const uint32_t s = a.begin(total);
   PODNET_RETURN_IF_ERROR(a.wait_writable(c, s));
-  std::byte* mine = a.slot(me, s, total);
-  copy(mine, in, me * bytes);
-  copy(mine + (me + 1) * bytes, in + (me + 1) * bytes, (n - me - 1) * bytes);
+  copy_other_blocks(a.slot(me, s, total), in, bytes, n, me);
   a.post(c, s, total);
   copy(B(recv) + me * bytes, in + me * bytes, bytes);  // while the others post
   Slots sl(n);
@@ -260,7 +256,7 @@ Status cma_allgather(Call& c, Arena& a, const void* send, void* recv, size_t cou
   const size_t bytes = count * c.esize();
   std::byte* own = B(recv) + c.rank() * bytes;
   const auto* in = static_cast<const std::byte*>(send);
-  const bool inside = !(in + bytes <= B(recv) || in >= B(recv) + c.size() * bytes);
+  const bool inside = overlaps(in, bytes, recv, c.size() * bytes);
   if (inside && own != in && bytes > 0) std::memmove(own, in, bytes);
   return cma_exchange(
       c, a, inside ? own : in, [&] { if (!inside) copy(own, in, bytes); },
@@ -275,8 +271,7 @@ Status cma_alltoall(Call& c, Arena& a, const void* send, void* recv, size_t coun
     // In place the peers would read blocks this rank is overwriting: they read a copy of
     // the blocks that go out (the own block stays where it is).
     std::byte* saved = c.scratch(bytes * n, 0);
-    std::memcpy(saved, recv, me * bytes);
-    std::memcpy(saved + (me + 1) * bytes, B(recv) + (me + 1) * bytes, (n - me - 1) * bytes);
+    copy_other_blocks(saved, B(recv), bytes, n, me);
     src = saved;
   }
   return cma_exchange(

@@ -20,13 +20,40 @@ const std::byte* send_source(Call& c, const void* send, const void* recv, size_t
 }
 }  // namespace
 
+namespace {
+
+// Posts a receive of `bytes` from every other rank (into recv_at(rank)) and a send to every
+// other rank (from send_at(rank)) at once, with step tag `tag`; runs own() while they move,
+// then waits for all of them.
+template <typename RecvAt, typename SendAt, typename Own>
+Status exchange_with_all(Call& c, size_t bytes, uint32_t tag, RecvAt&& recv_at, SendAt&& send_at, Own&& own) {
+  const int n = c.size(), r = c.rank();
+  std::vector<Request> recvs, sends;
+  recvs.reserve(n);
+  sends.reserve(n);
+  for (int k = 1; k < n; ++k) {
+    const int from = mod(r - k, n);
+    recvs.push_back(c.irecv(from, recv_at(from), bytes, tag));
+  }
+  for (int k = 1; k < n; ++k) {
+    const int to = mod(r + k, n);
+    sends.push_back(c.isend(to, send_at(to), bytes, tag));
+  }
+  own();
+  for (int k = 1; k < n; ++k) PODNET_RETURN_IF_ERROR(c.wait_recv(recvs[k - 1], mod(r - k, n), bytes));
+  for (int k = 1; k < n; ++k) PODNET_RETURN_IF_ERROR(c.wait_send(sends[k - 1], mod(r + k, n)));
+  return {};
+}
+
+}  // namespace
+
 Status allgather_ring(Call& c, const void* send, void* recv, size_t count) {
   const int n = c.size(), r = c.rank();
   const size_t bytes = count * c.esize();
   std::byte* own = B(recv) + r * bytes;
   const std::byte* in = static_cast<const std::byte*>(send);
   int s = 0;
-  if (n > 1 && bytes > 0 && (in + bytes <= B(recv) || in >= B(recv) + n * bytes)) {
+  if (n > 1 && bytes > 0 && !overlaps(in, bytes, recv, n * bytes)) {
     // Out of place, no overlap: the first step sends straight from the input, and the copy
     // of the own block runs while the transfers are in flight (the peer then reads the
     // user's clean buffer, not a block this core has just dirtied).
@@ -54,22 +81,13 @@ Status allgather_linear(Call& c, const void* send, void* recv, size_t count) {
   const size_t bytes = count * c.esize();
   std::byte* own = B(recv) + r * bytes;
   const std::byte* in = static_cast<const std::byte*>(send);
-  const bool overlap = !(in + bytes <= B(recv) || in >= B(recv) + n * bytes);
+  const bool overlap = overlaps(in, bytes, recv, n * bytes);
   if (overlap && own != in && bytes > 0) std::memmove(own, in, bytes);
   const std::byte* src = overlap ? own : in;
-  std::vector<Request> recvs, sends;
-  recvs.reserve(n);
-  sends.reserve(n);
-  for (int k = 1; k < n; ++k) {
-    int from = mod(r - k, n);
-    recvs.push_back(c.irecv(from, B(recv) + from * bytes, bytes, 0));
-  }
-  for (int k = 1; k < n; ++k) sends.push_back(c.isend(mod(r + k, n), src, bytes, 0));
-  // The own block while the others move (the peers read the user's clean input).
-  if (!overlap && bytes > 0) std::memcpy(own, in, bytes);
-  for (int k = 1; k < n; ++k) PODNET_RETURN_IF_ERROR(c.wait_recv(recvs[k - 1], mod(r - k, n), bytes));
-  for (int k = 1; k < n; ++k) PODNET_RETURN_IF_ERROR(c.wait_send(sends[k - 1], mod(r + k, n)));
-  return {};
+  return exchange_with_all(
+      c, bytes, 0, [&](int from) { return B(recv) + from * bytes; }, [&](int) { return src; },
+      // The own block while the others move (the peers read the user's clean input).
+      [&] { if (!overlap && bytes > 0) std::memcpy(own, in, bytes); });
 }
 
 Status allgatherv_ring(Call& c, const void* send, void* recv, const std::vector<size_t>& counts) {
@@ -190,26 +208,13 @@ Status alltoall_linear(Call& c, const void* send, void* recv, size_t count) {
     // The receives overwrite the blocks that go out: those (not the own block, which stays
     // where it is) are copied aside first.
     std::byte* saved = c.scratch(bytes * n, 0);
-    std::memcpy(saved, recv, r * bytes);
-    std::memcpy(saved + (r + 1) * bytes, B(recv) + (r + 1) * bytes, (n - r - 1) * bytes);
+    copy_other_blocks(saved, B(recv), bytes, n, r);
     src = saved;
   }
-  std::vector<Request> recvs, sends;
-  recvs.reserve(n);
-  sends.reserve(n);
-  for (int k = 1; k < n; ++k) {
-    int from = mod(r - k, n);
-    recvs.push_back(c.irecv(from, B(recv) + from * bytes, bytes, 1));
-  }
-  for (int k = 1; k < n; ++k) {
-    int to = mod(r + k, n);
-    sends.push_back(c.isend(to, src + to * bytes, bytes, 1));
-  }
-  // The own block while the others move.
-  if (!in_place && bytes > 0) std::memcpy(B(recv) + r * bytes, src + r * bytes, bytes);
-  for (int k = 1; k < n; ++k) PODNET_RETURN_IF_ERROR(c.wait_recv(recvs[k - 1], mod(r - k, n), bytes));
-  for (int k = 1; k < n; ++k) PODNET_RETURN_IF_ERROR(c.wait_send(sends[k - 1], mod(r + k, n)));
-  return {};
+  return exchange_with_all(
+      c, bytes, 1, [&](int from) { return B(recv) + from * bytes; }, [&](int to) { return src + to * bytes; },
+      // The own block while the others move.
+      [&] { if (!in_place && bytes > 0) std::memcpy(B(recv) + r * bytes, src + r * bytes, bytes); });
 }
 
 Status alltoallv_pairwise(Call& c, const void* send, const std::vector<size_t>& scounts, void* recv,
