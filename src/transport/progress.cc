@@ -160,6 +160,7 @@ int ProgressEngine::poll(int timeout_ms, int* fd_events) {
       }
     }
   }
+  if (timeout_ms != 0) blocking_polls_.fetch_add(1, std::memory_order_relaxed);
   epoll_event events[64];
   int n = epoll_wait(epfd_, events, 64, timeout_ms);
   if (fd_events != nullptr) *fd_events = std::max(n, 0);
@@ -228,8 +229,9 @@ Status ProgressEngine::wait(RequestState& req, int64_t deadline_ns) {
     int64_t left_ms = (deadline_ns - now + 999'999) / 1'000'000;
     int slice = static_cast<int>(std::min<int64_t>(left_ms, kBlockSliceMs));
     if (block_mu_.try_lock()) {
-      if (!req.done()) poll(slice);
+      int work = req.done() ? 0 : poll(slice);
       block_mu_.unlock();
+      if (work > 0 && !req.done()) serve_spin(&req, deadline_ns);
     } else {
       // Another thread is blocked in epoll and will complete our request if it can.
       req.block_for(std::min<int64_t>(deadline_ns - now, 1'000'000));
@@ -289,11 +291,27 @@ void ProgressEngine::background_loop() {
       continue;
     }
     bg_polling_.store(true, std::memory_order_release);
+    int work = 0;
     if (fg_waiters_.load(std::memory_order_acquire) == 0) {
       std::lock_guard lk(block_mu_);
-      poll(static_cast<int>(until_tick_ms));
+      work = poll(static_cast<int>(until_tick_ms));
     }
     bg_polling_.store(false, std::memory_order_release);
+    if (work > 0) serve_spin(nullptr, std::min(next_tick, next_load));
+  }
+}
+
+void ProgressEngine::serve_spin(const RequestState* req, int64_t end_ns) {
+  if (options_.serve_spin_us <= 0) return;
+  if (!options_.serve_when_crowded && crowded_.load(std::memory_order_relaxed)) return;
+  const int64_t budget = options_.serve_spin_us * 1000ll;
+  int64_t now = now_ns(), until = now + budget;
+  for (unsigned spins = 0; now < until && now < end_ns; ++spins) {
+    if (req != nullptr ? req->done()
+                       : fg_waiters_.load(std::memory_order_acquire) > 0 || !running_.load(std::memory_order_relaxed))
+      return;
+    if (poll(0) > 0) until = now + budget;
+    if ((spins & 3) == 3) now = now_ns();
   }
 }
 

@@ -72,6 +72,12 @@ class ProgressEngine {
   struct Options {
     int spin_us = 1000;
     bool busy_poll = false;
+    // A thread that blocked in epoll and woke to handle input (the background thread, or a
+    // waiter whose request that input did not complete) polls this long more before it
+    // blocks again (0: never), unless the host is crowded: a passive target of one-sided
+    // operations then serves the next one without a wake-up.
+    int serve_spin_us = 200;
+    bool serve_when_crowded = false;  // tests: serve-spin on a crowded host too
     int tick_ms = 20;  // housekeeping period
     int yield_every = 4;  // spinning waiters call sched_yield() every this many turns
                           // while the host has more runnable threads than CPUs
@@ -101,10 +107,16 @@ class ProgressEngine {
   // Drives progress until the request completes or the deadline (CLOCK_MONOTONIC ns) passes.
   Status wait(RequestState& request, int64_t deadline_ns);
   void wake();  // interrupts a blocked poll
+  // Polls that were allowed to block (a timeout other than 0), from any thread.
+  uint64_t blocking_polls() const noexcept { return blocking_polls_.load(std::memory_order_relaxed); }
 
  private:
   explicit ProgressEngine(const Options& options);
   void background_loop();
+  // Polls after a blocked poll handled input, until serve_spin_us pass without any, end_ns
+  // comes, the engine stops, or: `req` completes (a waiter), or a waiter arrives (the
+  // background thread, req == nullptr).
+  void serve_spin(const RequestState* req, int64_t end_ns);
   void refresh_crowded();
   int run_pollers();
 
@@ -118,6 +130,7 @@ class ProgressEngine {
   std::vector<std::function<void()>> housekeeping_;
   std::mutex block_mu_;                   // one thread at a time blocks in epoll_wait
   std::atomic<int> fg_waiters_{0};
+  std::atomic<uint64_t> blocking_polls_{0};
   std::atomic<int64_t> fg_last_exit_ns_{0};
   std::atomic<bool> bg_polling_{false};
   std::atomic<uint32_t> park_word_{0};

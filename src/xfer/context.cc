@@ -130,6 +130,7 @@ Result<std::unique_ptr<Context>> ContextImpl::create(const ContextOptions& optio
   ProgressEngine::Options po;
   po.spin_us = c->config_.spin_us;
   po.busy_poll = c->config_.busy_poll;
+  po.serve_spin_us = c->config_.serve_spin_us;
   po.yield_every = c->config_.spin_yield_every;
   PODNET_ASSIGN_OR_RETURN(c->engine_, ProgressEngine::create(po));
   c->registry_ = std::make_shared<MemoryRegistry>(c->id_);
