@@ -146,7 +146,19 @@ void ProgressEngine::wake() {
   (void)n;  // EAGAIN means a wake-up is already pending
 }
 
+void ProgressEngine::note_deferred() {
+  deferred_.store(true, std::memory_order_release);
+  defer_count_.fetch_add(1, std::memory_order_relaxed);
+  // The first deferral of a burst gets the background thread out of a long park, so that it
+  // parks briefly from now on (the later ones cost nothing here).
+  if (!defer_active_.load(std::memory_order_relaxed) && !defer_active_.exchange(true, std::memory_order_acq_rel)) {
+    park_word_.fetch_add(1);
+    futex_wake_all(&park_word_);
+  }
+}
+
 int ProgressEngine::poll(int timeout_ms, int* fd_events) {
+  flush_deferred();  // held output from earlier turns leaves before anything else is read
   int work = run_pollers();
   if (work > 0) timeout_ms = 0;
   const int np = npollers_.load(std::memory_order_acquire);
@@ -185,6 +197,7 @@ int ProgressEngine::poll(int timeout_ms, int* fd_events) {
 }
 
 Status ProgressEngine::wait(RequestState& req, int64_t deadline_ns) {
+  flush_deferred();
   if (req.done()) return req.status();
   fg_waiters_.fetch_add(1, std::memory_order_acq_rel);
   if (bg_polling_.load(std::memory_order_acquire)) wake();  // get the background thread out of epoll
@@ -262,6 +275,7 @@ void ProgressEngine::refresh_crowded() {
 void ProgressEngine::background_loop() {
   const int64_t started = now_ns();
   int64_t next_tick = started, next_load = started;
+  uint64_t defers_seen = 0;
   uint64_t rng = static_cast<uint64_t>(started) ^ static_cast<uint64_t>(getpid()) << 20;
   auto jittered = [&rng](int64_t period_ns) {  // period_ns +-25 % (xorshift64)
     rng ^= rng << 13;
@@ -278,16 +292,23 @@ void ProgressEngine::background_loop() {
     }
     if (now >= next_tick) {
       for (auto& fn : housekeeping_) fn();
+      // No deferral for a whole tick: park long again.
+      const uint64_t defers = defer_count_.load(std::memory_order_relaxed);
+      if (defers == defers_seen) defer_active_.store(false, std::memory_order_relaxed);
+      defers_seen = defers;
       next_tick = now + options_.tick_ms * 1'000'000ll;
     }
     const int64_t until_next_ns = std::max<int64_t>(100'000, std::min(next_tick, next_load) - now);
     const int64_t until_tick_ms = std::max<int64_t>(1, until_next_ns / 1'000'000);
+    flush_deferred();
     bool waiters = fg_waiters_.load(std::memory_order_acquire) > 0 ||
                    now - fg_last_exit_ns_.load(std::memory_order_acquire) < kParkGraceNs;
     if (waiters) {
       // A user thread is driving progress; stay out of its way.
       uint32_t w = park_word_.load();
-      futex_wait(&park_word_, w, std::min<int64_t>(until_next_ns, kParkGraceNs));
+      int64_t park_ns = std::min<int64_t>(until_next_ns, kParkGraceNs);
+      if (defer_active_.load(std::memory_order_relaxed)) park_ns = std::min(park_ns, defer_bound_ns_);
+      futex_wait(&park_word_, w, park_ns);
       continue;
     }
     bg_polling_.store(true, std::memory_order_release);

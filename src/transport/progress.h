@@ -101,6 +101,28 @@ class ProgressEngine {
   void start();
   void stop();  // joins the background thread; idempotent
 
+  // Deferred output: a transport may hold a small reply (a write_notify's acknowledgement)
+  // so that it leaves with the frame the notified thread posts next on that connection, as
+  // TCP delays its ACKs. note_deferred() says one is held; the engine calls `fn` (set before
+  // start) to send everything held at the start of every poll, when a thread starts to wait,
+  // and from the background thread, which while deferrals happen parks at most `bound_ns`:
+  // nothing is held longer than that when the notified thread posts nothing.
+  void set_deferred_flush(std::function<void()> fn, int64_t bound_ns) {
+    deferred_fn_ = std::move(fn);
+    defer_bound_ns_ = bound_ns;
+  }
+  void note_deferred();
+  // Whether output may be deferred now: only while some thread waits (the background thread
+  // then parks, with the bound above; with nobody waiting it may sit in epoll for a tick).
+  bool may_defer() const noexcept {
+    return defer_bound_ns_ > 0 && fg_waiters_.load(std::memory_order_relaxed) > 0;
+  }
+  void flush_deferred() {
+    if (deferred_.load(std::memory_order_acquire) && deferred_.exchange(false, std::memory_order_acq_rel) &&
+        deferred_fn_)
+      deferred_fn_();
+  }
+
   // Polls once; waits up to timeout_ms for events (0: never blocks). Returns events handled
   // (pollers' work included); *fd_events, when given, is the number of descriptor events.
   int poll(int timeout_ms, int* fd_events = nullptr);
@@ -131,6 +153,11 @@ class ProgressEngine {
   std::mutex block_mu_;                   // one thread at a time blocks in epoll_wait
   std::atomic<int> fg_waiters_{0};
   std::atomic<uint64_t> blocking_polls_{0};
+  std::atomic<bool> deferred_{false};      // some transport holds deferred output
+  std::atomic<bool> defer_active_{false};  // deferrals since the last tick: park briefly
+  std::atomic<uint64_t> defer_count_{0};
+  std::function<void()> deferred_fn_;
+  int64_t defer_bound_ns_ = 200'000;
   std::atomic<int64_t> fg_last_exit_ns_{0};
   std::atomic<bool> bg_polling_{false};
   std::atomic<uint32_t> park_word_{0};

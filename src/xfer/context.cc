@@ -139,6 +139,7 @@ Result<std::unique_ptr<Context>> ContextImpl::create(const ContextOptions& optio
   to.stripe_min = c->config_.tcp_stripe_min;
   to.chunk = c->config_.tcp_chunk;
   to.eager_max = eager_max;
+  to.ack_delay_us = c->config_.tcp_ack_delay_us;
   to.sndbuf = c->config_.tcp_sndbuf;
   to.rcvbuf = c->config_.tcp_rcvbuf;
   to.heartbeat_ms = c->config_.heartbeat_ms;

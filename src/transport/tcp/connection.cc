@@ -231,6 +231,26 @@ void Connection::post_text(FrameHeader h, std::string text) {
   flush();
 }
 
+void Connection::post_deferred(const FrameHeader& h) {
+  bool tell = false;
+  {
+    std::lock_guard tx(tx_mu_);
+    if (state_.load() == State::kClosed) return;
+    auto item = std::make_unique<TxItem>();
+    encode_header(h, item->hdr);
+    txq_.push_back(std::move(item));
+    tell = !deferred_;
+    deferred_ = true;
+  }
+  if (tell) transport_->defer(shared_from_this());
+}
+
+void Connection::flush_deferred() {
+  std::lock_guard tx(tx_mu_);
+  deferred_ = false;
+  flush();
+}
+
 void Connection::set_want_out(bool want) {
   if (want == want_out_ || fd_ < 0) return;
   want_out_ = want;

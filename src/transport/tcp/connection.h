@@ -76,6 +76,10 @@ class Connection : public detail::EventHandler, public std::enable_shared_from_t
   void post(const FrameHeader& h, const void* payload, size_t len,
             std::shared_ptr<detail::RequestState> part = nullptr, std::shared_ptr<void> hold = nullptr);
   void post_text(FrameHeader h, std::string text);  // payload owned by the queue
+  // Queues a payload-less frame without sending it: it leaves with the next frame posted
+  // here, or when the engine flushes deferred output (TcpTransport::defer).
+  void post_deferred(const FrameHeader& h);
+  void flush_deferred();
 
   void on_event(uint32_t events) override;
   // Retries a connect, sends heartbeats, checks the peer's silence. Never blocks.
@@ -126,6 +130,7 @@ class Connection : public detail::EventHandler, public std::enable_shared_from_t
   // kernel reports it complete, so they must not move.
   std::deque<std::unique_ptr<TxItem>> txq_;
   bool want_out_ = false;
+  bool deferred_ = false;  // the transport's deferred list holds this connection
   // MSG_ZEROCOPY: the kernel numbers each zero-copy sendmsg; a frame's buffer (and the
   // request or region pin riding on it) is released only once its number is reported done.
   bool zerocopy_ = false;

@@ -238,7 +238,14 @@ TcpEndpoint::Req TcpEndpoint::write(const detail::RegionState& local, size_t loc
     h.aux = order;
     h.length = len;
     req->set_parts(2);  // acknowledged + released by the socket, as for write chunks
-    if (auto c = out_stream(req->seq())) c->post(h, src, len, req);
+    // Up to the eager size it travels as messages do, on the connection that carries frames
+    // both ways: the target's reply to the notification then leaves together with this
+    // write's acknowledgement (see on_payload). Larger ones spread over the streams.
+    if (len <= transport_->options().eager_max) {
+      if (Connection* c = ordered_stream()) c->post(h, src, len, req);
+    } else if (auto c = out_stream(req->seq())) {
+      c->post(h, src, len, req);
+    }
   } else {
     // Striped: the chunks may land in any order, so the immediate follows their acks.
     auto data = detail::make_request(&transport_->engine(), "write_notify data", req->seq());
@@ -547,8 +554,17 @@ void TcpEndpoint::on_payload(Connection& c, RxSink& sink, const std::string& con
         c.post_text(r, "target: " + sink.error.message());
         return;
       }
+      // A notification usually has the notified thread post a frame to the initiator next
+      // (a reply): the acknowledgement waits to leave with it, one sendmsg and one read
+      // instead of two (TcpOptions::ack_delay_us bounds the wait). Whether a receive was
+      // posted for it does not matter: in a ping-pong the next notification tends to arrive
+      // together with the acknowledgement the notified thread is still waiting for.
       if (h.type == FrameType::kWriteImm) deliver_notification(h.aux, h.c);
-      c.post(r, nullptr, 0);
+      if (h.type == FrameType::kWriteImm && transport_->engine().may_defer()) {
+        c.post_deferred(r);
+      } else {
+        c.post(r, nullptr, 0);
+      }
       return;
     }
     case FrameType::kSend: {

@@ -6,6 +6,10 @@
 //   write      kWrite chunks (striped over the streams) -> one kWriteAck per chunk after
 //              the data is placed; write_notify adds a final kWriteImm once all chunks are
 //              acknowledged when striped, so the notification never precedes the data.
+//              A one-frame write_notify up to the eager size goes on the ordered stream, and
+//              its kWriteAck, while a thread of the target waits, is deferred: it leaves
+//              with the target's next frame there (its reply) or when the engine flushes
+//              deferred output (ProgressEngine::note_deferred; at most ack_delay_us later).
 //   read       kReadReq chunks -> kReadResp with the data, received into the local buffer.
 //   send       <= eager max: kSend with the payload on stream 0 (keeps message order);
 //              larger: kRts on stream 0 -> kCts from the receiver once a receive matched

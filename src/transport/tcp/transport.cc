@@ -69,6 +69,7 @@ Result<std::unique_ptr<TcpTransport>> TcpTransport::create(detail::ProgressEngin
     return Status::InvalidArgument("tcp: {} interfaces given; at most {} rails", t->listeners_.size(), kMaxRails);
   TcpTransport* raw = t.get();
   engine.add_housekeeping([raw] { raw->housekeeping(); });
+  engine.set_deferred_flush([raw] { raw->flush_deferred(); }, options.ack_delay_us * 1000ll);
   PODNET_INFO(kNet, "tcp listening on {}", t->listen_);
   return t;
 }
@@ -96,6 +97,24 @@ Status TcpTransport::listen_on(const std::string& ip, uint16_t port) {
 }
 
 TcpTransport::~TcpTransport() { shutdown(); }
+
+void TcpTransport::defer(const std::shared_ptr<Connection>& c) {
+  {
+    std::lock_guard lk(deferred_mu_);
+    deferred_.push_back(c);
+  }
+  engine_.note_deferred();
+}
+
+void TcpTransport::flush_deferred() {
+  std::vector<std::weak_ptr<Connection>> held;
+  {
+    std::lock_guard lk(deferred_mu_);
+    held.swap(deferred_);
+  }
+  for (auto& w : held)
+    if (auto c = w.lock()) c->flush_deferred();
+}
 
 void TcpTransport::accept_ready(int listen_fd) {
   for (;;) {

@@ -42,6 +42,9 @@ struct TcpOptions {
   int connect_timeout_ms = 30000;
   enum class Zerocopy { kAuto, kOn, kOff } zerocopy = Zerocopy::kAuto;
   uint64_t zerocopy_min = 64 << 10;
+  // A write_notify's acknowledgement may wait this long for the notified thread's next
+  // frame to the initiator, to leave with it (0: sent at once).
+  int ack_delay_us = 200;
 };
 
 class TcpTransport : public detail::Transport {
@@ -69,6 +72,10 @@ class TcpTransport : public detail::Transport {
   void track(const std::shared_ptr<Connection>& c);   // keep alive until retired
   void retire(const std::shared_ptr<Connection>& c);  // closed; freed later
   void housekeeping();
+  // A connection holds a deferred frame (Connection::post_deferred); flush_deferred() sends
+  // what every such connection holds (the engine calls it before anyone waits or blocks).
+  void defer(const std::shared_ptr<Connection>& c);
+  void flush_deferred();
 
  private:
   class Listener;
@@ -91,6 +98,8 @@ class TcpTransport : public detail::Transport {
   std::vector<std::shared_ptr<Connection>> live_;
   std::deque<std::pair<int64_t, std::shared_ptr<Connection>>> graveyard_;
   bool shut_down_ = false;
+  std::mutex deferred_mu_;
+  std::vector<std::weak_ptr<Connection>> deferred_;
 };
 
 }  // namespace podnet::tcp
