@@ -138,6 +138,7 @@ Result<std::unique_ptr<Context>> ContextImpl::create(const ContextOptions& optio
   to.streams = streams;
   to.stripe_min = c->config_.tcp_stripe_min;
   to.chunk = c->config_.tcp_chunk;
+  to.chunk_mss = c->config_.tcp_chunk_mss;
   to.eager_max = eager_max;
   to.ack_delay_us = c->config_.tcp_ack_delay_us;
   to.sndbuf = c->config_.tcp_sndbuf;

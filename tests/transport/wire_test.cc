@@ -88,5 +88,22 @@ TEST(Wire, HelloValidation) {
   EXPECT_FALSE(decode_hello("short").ok());
 }
 
+// Striped chunks end on a segment boundary: no tiny last segment per chunk.
+TEST(Wire, ChunksAreWholeSegmentsWithTheirHeader) {
+  // Loopback's MSS: 512 KiB chunks become 8 full segments with the 64-byte header.
+  EXPECT_EQ(whole_segments(512 << 10, 65483), 8u * 65483 - kHeaderSize);
+  // Ethernet with timestamps: at most one segment less than asked for, and whole segments.
+  const uint64_t eth = whole_segments(512 << 10, 1448);
+  EXPECT_EQ((eth + kHeaderSize) % 1448, 0u);
+  EXPECT_LE(eth, 512u << 10);
+  EXPECT_GT(eth + 1448, 512u << 10);
+  // Already whole: unchanged.
+  EXPECT_EQ(whole_segments(2 * 1448 - kHeaderSize, 1448), 2u * 1448 - kHeaderSize);
+  // Smaller than one segment, or the MSS unknown: unchanged.
+  EXPECT_EQ(whole_segments(1000, 65483), 1000u);
+  EXPECT_EQ(whole_segments(512 << 10, 0), 512u << 10);
+  EXPECT_EQ(whole_segments(512 << 10, kHeaderSize), 512u << 10);
+}
+
 }  // namespace
 }  // namespace podnet::tcp

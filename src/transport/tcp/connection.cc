@@ -154,6 +154,13 @@ void Connection::mark_open(const FrameHeader* first) {
     encode_header(*first, item->hdr);
     txq_.push_front(std::move(item));
   }
+  // The full segment size this path settles at: the MSS advertised for it (TCP_MAXSEG at
+  // this point is still bounded by half of the peer's small initial window: 32768 on
+  // loopback, where the segments soon carry 65483 bytes).
+  tcp_info ti{};
+  socklen_t len = sizeof ti;
+  if (fd_ >= 0 && getsockopt(fd_, IPPROTO_TCP, TCP_INFO, &ti, &len) == 0 && ti.tcpi_advmss > 0)
+    mss_.store(ti.tcpi_advmss, std::memory_order_relaxed);
   state_.store(State::kOpen);
   flush();
 }

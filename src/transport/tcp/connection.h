@@ -96,6 +96,8 @@ class Connection : public detail::EventHandler, public std::enable_shared_from_t
   void set_stream(int s) { stream_.store(s); }
   const std::string& remote() const { return remote_; }
   int64_t last_rx_ns() const { return last_rx_ns_.load(std::memory_order_relaxed); }
+  // The path's full segment size (TCP_INFO's advertised MSS) once open; 0 before or unknown.
+  uint32_t mss() const { return mss_.load(std::memory_order_relaxed); }
 
  private:
   Status open_socket();
@@ -138,6 +140,7 @@ class Connection : public detail::EventHandler, public std::enable_shared_from_t
   uint32_t zc_done_ = 0;       // ids below this are complete
   std::deque<std::unique_ptr<TxItem>> zc_wait_;  // written, waiting for their zero-copy completion
   std::atomic<int64_t> last_tx_ns_{0};
+  std::atomic<uint32_t> mss_{0};
 
   std::mutex rx_mu_;
   std::vector<std::byte> rxbuf_;

@@ -155,7 +155,13 @@ size_t TcpEndpoint::chunk_size(size_t len) const {
   // Big enough to keep per-frame overhead small, small enough that every stream gets work.
   const size_t streams = stream_count();
   size_t per_stream = (len + streams - 1) / streams;
-  return std::max<size_t>(std::min<size_t>(o.chunk, per_stream), 64 * 1024);
+  size_t cs = std::max<size_t>(std::min<size_t>(o.chunk, per_stream), 64 * 1024);
+  // Whole segments per frame: a frame that ends a few bytes into a segment makes the kernel
+  // send that tail as a tiny segment of its own, one per chunk, and on loopback those cost
+  // a fifth to a third of the bandwidth (receive-window collapses: TcpExtTCPToZeroWindowAdv;
+  // docs/performance.md). 512 KiB chunks on loopback (MSS 65483): 8 segments of 65483
+  // instead of 8 and one of 488 bytes.
+  return o.chunk_mss ? whole_segments(cs, mss_.load(std::memory_order_relaxed)) : cs;
 }
 
 size_t TcpEndpoint::chunk_count(size_t len) const {
@@ -626,7 +632,13 @@ void TcpEndpoint::deliver_notification(uint32_t order, uint64_t imm) {
   }
 }
 
-void TcpEndpoint::on_stream_open(Connection& c) { PODNET_DEBUG(kNet, "stream {} to {} open", c.stream(), peer_name()); }
+void TcpEndpoint::on_stream_open(Connection& c) {
+  const uint32_t m = c.mss();
+  uint32_t cur = mss_.load(std::memory_order_relaxed);
+  while (m > 0 && (cur == 0 || m < cur) && !mss_.compare_exchange_weak(cur, m, std::memory_order_relaxed)) {
+  }
+  PODNET_DEBUG(kNet, "stream {} to {} open (mss {})", c.stream(), peer_name(), m);
+}
 
 void TcpEndpoint::on_bye(Connection&) {
   graceful_.store(true);

@@ -139,6 +139,7 @@ class TcpEndpoint : public detail::TransportEndpoint, public std::enable_shared_
   // though their frames travel on different streams: each carries a number, and the ones
   // that overtake an earlier one wait here.
   std::atomic<uint32_t> notify_out_{0};
+  std::atomic<uint32_t> mss_{0};  // the smallest MSS of the outgoing streams (0: unknown)
   std::mutex notify_mu_;
   uint32_t notify_next_ = 0;
   std::map<uint32_t, uint64_t> notify_early_;

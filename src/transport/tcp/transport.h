@@ -35,6 +35,7 @@ struct TcpOptions {
   int streams = 4;
   uint64_t stripe_min = 256 << 10;
   uint64_t chunk = 512 << 10;
+  bool chunk_mss = true;  // chunks + header are whole segments (TcpEndpoint::chunk_size)
   uint64_t eager_max = 64 << 10;
   uint64_t sndbuf = 0, rcvbuf = 0;
   int heartbeat_ms = 1000;

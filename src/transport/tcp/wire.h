@@ -60,6 +60,13 @@ inline void encode_header(const FrameHeader& h, std::byte* out) { std::memcpy(ou
 // A version mismatch is kProtocol with both versions in the message.
 Result<FrameHeader> decode_header(const std::byte* in);
 
+// `chunk` rounded down so that a frame of it (header + chunk) is a whole number of segments
+// of `mss` bytes; unchanged when the frame is smaller than one segment or mss is unknown.
+inline uint64_t whole_segments(uint64_t chunk, uint32_t mss) {
+  if (mss <= kHeaderSize || chunk + kHeaderSize < mss) return chunk;
+  return (chunk + kHeaderSize) / mss * mss - kHeaderSize;
+}
+
 // The identity an initiator sends in kHello.
 struct HelloBody {
   uint64_t ctx_id = 0;
