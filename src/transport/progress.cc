@@ -148,10 +148,10 @@ void ProgressEngine::wake() {
 
 void ProgressEngine::note_deferred() {
   deferred_.store(true, std::memory_order_release);
-  defer_count_.fetch_add(1, std::memory_order_relaxed);
+  defer_count_.fetch_add(1);
   // The first deferral of a burst gets the background thread out of a long park, so that it
   // parks briefly from now on (the later ones cost nothing here).
-  if (!defer_active_.load(std::memory_order_relaxed) && !defer_active_.exchange(true, std::memory_order_acq_rel)) {
+  if (!defer_active_.load() && !defer_active_.exchange(true)) {
     park_word_.fetch_add(1);
     futex_wake_all(&park_word_);
   }
@@ -292,9 +292,14 @@ void ProgressEngine::background_loop() {
     }
     if (now >= next_tick) {
       for (auto& fn : housekeeping_) fn();
-      // No deferral for a whole tick: park long again.
-      const uint64_t defers = defer_count_.load(std::memory_order_relaxed);
-      if (defers == defers_seen) defer_active_.store(false, std::memory_order_relaxed);
+      // No deferral for a whole tick: park long again. One that slips in between the two
+      // reads of the count sets the flag back (note_deferred counts first, then sets it:
+      // whichever way they interleave, the flag ends up set).
+      const uint64_t defers = defer_count_.load();
+      if (defers == defers_seen) {
+        defer_active_.store(false);
+        if (defer_count_.load() != defers) defer_active_.store(true);
+      }
       defers_seen = defers;
       next_tick = now + options_.tick_ms * 1'000'000ll;
     }
