@@ -64,6 +64,25 @@ size_t data_off(size_t bytes) { return bytes <= 32 ? 32 : 64; }
 bool at_least(uint32_t v, uint32_t want) { return static_cast<int32_t>(v - want) >= 0; }
 // madvise(2) advice of Linux 5.14, which older headers lack.
 constexpr int kPopulateRead = 22, kPopulateWrite = 23;
+
+// Every rank's agreement bits, ANDed: the others send theirs to rank 0 (step `tag`), which
+// shows each to seen(rank, bits) and sends the result back (step tag + 1). `bits` holds
+// this rank's on entry and everyone's on return.
+template <typename Seen>
+Status agree(Call& c, uint32_t& bits, uint32_t tag, Seen&& seen) {
+  if (c.rank() != 0) {
+    PODNET_RETURN_IF_ERROR(c.send(0, &bits, sizeof bits, tag));
+    return c.recv(0, &bits, sizeof bits, tag + 1);
+  }
+  for (int p = 1; p < c.size(); ++p) {
+    uint32_t theirs = 0;
+    PODNET_RETURN_IF_ERROR(c.recv(p, &theirs, sizeof theirs, tag));
+    seen(p, theirs);
+    bits &= theirs;
+  }
+  for (int p = 1; p < c.size(); ++p) PODNET_RETURN_IF_ERROR(c.send(p, &bits, sizeof bits, tag + 1));
+  return {};
+}
 }  // namespace
 
 struct Arena::Header {
@@ -222,13 +241,9 @@ Result<std::unique_ptr<Arena>> Arena::establish(Call& c, size_t slot_bytes, bool
     }
     all = o.ok;
     for (int p = 1; p < n; ++p) PODNET_RETURN_IF_ERROR(c.send(p, &o, sizeof o, 0));
-    for (int p = 1; p < n; ++p) {
-      uint32_t ok = 0;
-      PODNET_RETURN_IF_ERROR(c.recv(p, &ok, sizeof ok, 1));
+    PODNET_RETURN_IF_ERROR(agree(c, all, 1, [&](int p, uint32_t ok) {
       if (!(ok & kMapped) && (all & kMapped) && why->empty()) *why = fmt::format("rank {} could not map the segment", p);
-      all &= ok;
-    }
-    for (int p = 1; p < n; ++p) PODNET_RETURN_IF_ERROR(c.send(p, &all, sizeof all, 2));
+    }));
     if (fd >= 0) close(fd);  // every rank has it mapped (or has given up)
   } else {
     Offer o{};
@@ -258,8 +273,8 @@ Result<std::unique_ptr<Arena>> Arena::establish(Call& c, size_t slot_bytes, bool
       *why = fmt::format("rank 0 offers {} bytes, this rank expects {} (PODNET_SHM_COLL_MAX differs)", o.size,
                          a->map_bytes_);
     }
-    PODNET_RETURN_IF_ERROR(c.send(0, &ok, sizeof ok, 1));
-    PODNET_RETURN_IF_ERROR(c.recv(0, &all, sizeof all, 2));
+    all = ok;
+    PODNET_RETURN_IF_ERROR(agree(c, all, 1, [](int, uint32_t) {}));
     if ((ok & kMapped) && !(all & kMapped) && why->empty()) *why = "another rank could not map the segment";
   }
   if (!(all & kMapped)) {
@@ -271,17 +286,7 @@ Result<std::unique_ptr<Arena>> Arena::establish(Call& c, size_t slot_bytes, bool
   // can this rank read every other one's memory (cross-memory attach; ptrace rules)? The
   // ranks agree, so that all of them or none use the direct reads.
   uint32_t cma = a->probe_peers() ? kCma : 0;
-  if (me == 0) {
-    for (int p = 1; p < n; ++p) {
-      uint32_t theirs = 0;
-      PODNET_RETURN_IF_ERROR(c.recv(p, &theirs, sizeof theirs, 3));
-      cma &= theirs;
-    }
-    for (int p = 1; p < n; ++p) PODNET_RETURN_IF_ERROR(c.send(p, &cma, sizeof cma, 4));
-  } else {
-    PODNET_RETURN_IF_ERROR(c.send(0, &cma, sizeof cma, 3));
-    PODNET_RETURN_IF_ERROR(c.recv(0, &cma, sizeof cma, 4));
-  }
+  PODNET_RETURN_IF_ERROR(agree(c, cma, 3, [](int, uint32_t) {}));
   a->cma_ = cma != 0;
   return a;
 }

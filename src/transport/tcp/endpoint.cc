@@ -565,8 +565,9 @@ void TcpEndpoint::on_payload(Connection& c, RxSink& sink, const std::string& con
       // instead of two (TcpOptions::ack_delay_us bounds the wait). Whether a receive was
       // posted for it does not matter: in a ping-pong the next notification tends to arrive
       // together with the acknowledgement the notified thread is still waiting for.
-      if (h.type == FrameType::kWriteImm) deliver_notification(h.aux, h.c);
-      if (h.type == FrameType::kWriteImm && transport_->engine().may_defer()) {
+      const bool notify = h.type == FrameType::kWriteImm;
+      if (notify) deliver_notification(h.aux, h.c);
+      if (notify && transport_->engine().may_defer()) {
         c.post_deferred(r);
       } else {
         c.post(r, nullptr, 0);
