@@ -65,6 +65,7 @@ Status shm_barrier(Call& c, Arena& a);
 // (Arena::cma(): every pair of ranks allowed).
 Status cma_allgather(Call& c, Arena& a, const void* send, void* recv, size_t count);
 Status cma_alltoall(Call& c, Arena& a, const void* send, void* recv, size_t count);
+Status cma_allreduce(Call& c, Arena& a, const void* send, void* recv, size_t count);
 
 // Block i of `count` elements split into n nearly equal blocks (the first count % n have one
 // more element).

@@ -379,6 +379,7 @@ Status CommImpl::allreduce(const void* send, void* recv, size_t count, DataType 
     std::string_view a = pick(Collective::kAllreduce, count * c.esize());
     c.set_algorithm(a.data());
     if (a == "shm") return algo::shm_allreduce(c, *arena_, send, recv, count);
+    if (a == "cma") return algo::cma_allreduce(c, *arena_, send, recv, count);
     if (a == "recursive_doubling") return algo::allreduce_recursive_doubling(c, send, recv, count);
     if (a == "rabenseifner") return algo::allreduce_rabenseifner(c, send, recv, count);
     if (a == "tree") return algo::allreduce_tree(c, send, recv, count);

@@ -15,7 +15,7 @@ namespace podnet::detail {
 
 const std::vector<std::string_view>& algorithms_for(Collective c) {
   static const std::vector<std::string_view> kAllreduce{"ring", "recursive_doubling", "rabenseifner", "tree",
-                                                        "one_shot", "shm"};
+                                                        "one_shot", "shm", "cma"};
   static const std::vector<std::string_view> kBroadcast{"binomial", "chain", "shm"};
   static const std::vector<std::string_view> kAllgather{"ring", "recursive_doubling", "bruck", "linear", "shm", "cma"};
   static const std::vector<std::string_view> kReduceScatter{"ring", "recursive_halving", "shm"};
@@ -214,7 +214,12 @@ bool cma_beyond_arena(Collective c) {
   // from 2 MiB. alltoall on 4 ranks 128 KiB 22-32 against the arena's 28-39, 256 KiB
   // 35-55 against linear's 44-101, 512 KiB 87-154 against 104-128; on 2 ranks even with
   // linear or a little ahead (128 KiB 6.0-7.9 against 6.8-7.0).
-  return c == Collective::kAllgather || c == Collective::kAlltoall;
+  // allreduce on 2 ranks (more ranks stay in the arena at every size, see arena_crossover),
+  // six interleaved runs against the tuner's choice before (out of place): 512 KiB 106-145
+  // against the ring's 141-151 us, 1 MiB 231-254 against 262-278, 4 MiB 827-838 against
+  // 911-1000, 8 MiB 1.62-1.71 against 1.98-2.05 ms, 16 MiB 3.6-4.7 against rabenseifner's
+  // 3.8-5.0; at 256 KiB even with the arena (58-77 against 56-70), at 128 KiB behind it.
+  return c == Collective::kAllgather || c == Collective::kAlltoall || c == Collective::kAllreduce;
 }
 
 size_t arena_crossover(Collective c, int n, bool cma) {
@@ -227,7 +232,8 @@ size_t arena_crossover(Collective c, int n, bool cma) {
       // rank reducing its block of each): 4 ranks on 2 CPUs, out of place, 512 KiB
       // 270-319 us against rabenseifner's 322-342 (the arena before its split reduction:
       // 443-459), 4 MiB 2.0-2.3 against 2.6-2.7 ms, 16 MiB 9.7-12.2 against 15.6-15.7; 3
-      // and 8 ranks likewise. Two ranks: the transport's single copy wins from 512 KiB.
+      // and 8 ranks likewise (the direct reads, algorithm "cma", even with it). Two ranks: the
+      // direct reads win from 512 KiB (cma_beyond_arena).
       return n <= 2 ? 256 * K : SIZE_MAX;
     case Collective::kReduce:
     case Collective::kReduceScatter:

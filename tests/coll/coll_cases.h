@@ -53,7 +53,7 @@ inline std::vector<Variant> variants(Collective c) {
 // The algorithms this test expects for a collective (what tuner.cc and the task name).
 inline std::vector<std::string> expected_algorithms(Collective c) {
   switch (c) {
-    case Collective::kAllreduce: return {"ring", "recursive_doubling", "rabenseifner", "tree", "one_shot", "shm"};
+    case Collective::kAllreduce: return {"ring", "recursive_doubling", "rabenseifner", "tree", "one_shot", "shm", "cma"};
     case Collective::kBroadcast: return {"binomial", "chain", "shm"};
     case Collective::kAllgather: return {"ring", "recursive_doubling", "bruck", "linear", "shm", "cma"};
     case Collective::kReduceScatter: return {"ring", "recursive_halving", "shm"};

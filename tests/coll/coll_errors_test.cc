@@ -137,7 +137,7 @@ std::vector<int> all_ranks(int n) {
   return v;
 }
 
-const char* const kAllreduceAlgos[] = {"ring", "recursive_doubling", "rabenseifner", "tree", "one_shot", "shm"};
+const char* const kAllreduceAlgos[] = {"ring", "recursive_doubling", "rabenseifner", "tree", "one_shot", "shm", "cma"};
 
 struct CollMismatch : ::testing::TestWithParam<const char*> {
   // Forces the allreduce algorithm on every rank, then runs fn.

@@ -198,6 +198,35 @@ TEST(CollArena, DirectReadsTakeOverPastTheArena) {
   EXPECT_EQ(problems.load(), 0);
 }
 
+// allreduce: on two ranks the direct reads take over from the arena past 256 KiB; on more
+// ranks the arena keeps every size. Each call's result is checked (run_case).
+TEST(CollArena, TwoRankAllreduceReadsDirectlyPastTheArena) {
+  for (int n : {2, 3}) {
+    SCOPED_TRACE("n " + std::to_string(n));
+    Pod pod(n);
+    std::atomic<int> problems{0};
+    pod.run([&](int r) {
+      struct Want {
+        size_t count;
+        Variant v;
+        const char* algo;
+      };
+      const char* big = n == 2 ? "cma" : "shm";
+      for (Want w : {Want{1000, Variant::kOutOfPlace, "shm"}, Want{(1u << 20) / 4 + 5, Variant::kOutOfPlace, big},
+                     Want{(1u << 20) / 4 + 5, Variant::kInPlace, big}}) {
+        Case k{Collective::kAllreduce, "", DataType::kFloat32, ReduceOp::kSum, w.count, 0, w.v};
+        problems += static_cast<int>(run_case(pod.comm(r), k));
+        if (pod.comm(r).last_algorithm(Collective::kAllreduce) != std::string(w.algo)) {
+          ADD_FAILURE() << "allreduce count " << w.count << " ran '"
+                        << pod.comm(r).last_algorithm(Collective::kAllreduce) << "', not " << w.algo;
+          ++problems;
+        }
+      }
+    });
+    EXPECT_EQ(problems.load(), 0);
+  }
+}
+
 TEST(CollArena, AllreduceLargerThanASlotGoesThroughInParts) {
   // 2.5 slots and a few elements: three parts, the last one short and not a multiple of n;
   // each part is reduced block by block (one block per rank), out of place and in place.
