@@ -16,6 +16,9 @@ Compares podnet with standard tools on 127.0.0.1, in one invocation:
   - 8 B latency (median, RTT/2):      podnet run -n 2 -- podnet bench p2p -o send -m lat -s 8
       anchor:  sockperf ping-pong --tcp (its smallest message, 14 B; RTT/2)
       target:  podnet / anchor <= 1.05
+      info:    the plain-socket floor, bench/anchors/tcp_pingpong.c --spin (two processes,
+               one connection, spinning non-blocking recv(); sockperf blocks in recv(), and
+               on a VM each wake-up can cost tens of microseconds), built here with cc -O2
 Every measurement runs REPEATS times; each repeat runs every tool once, in a rotated order,
 and the table shows the median of the repeats. Raw values are printed below the table.
 
@@ -96,6 +99,7 @@ need iperf3 iperf3
 need sockperf sockperf
 need python3 python3   # parses iperf3/podnet JSON and sockperf text, computes medians
 need timeout coreutils
+need cc gcc            # builds bench/anchors/tcp_pingpong.c
 
 script_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo_root=$(cd "$script_dir/.." && pwd)
@@ -130,6 +134,7 @@ trap 'exit 143' TERM
 
 # Copy the binary: others may rebuild it while this runs.
 podnet=$(copy_podnet "$podnet_arg" "$work") || exit 1
+cc -O2 -o "$work/tcp_pingpong" "$script_dir/anchors/tcp_pingpong.c" || die "cannot build bench/anchors/tcp_pingpong.c"
 
 helper="$work/helper.py"
 cat >"$helper" <<'PYEOF'
@@ -250,6 +255,8 @@ def report(raw_path, cfg_path, json_out):
         1.05, False, "sockperf p50 (%dB)" % cfg["sockperf_msg_size"])
     row("send lat 8B mean [us] (info)", "podnet_lat_avg_us", "sockperf_avg_us", "us",
         None, False, "sockperf avg (%dB)" % cfg["sockperf_msg_size"])
+    row("send lat 8B median [us] (info)", "podnet_lat_median_us", "spinpp_median_us", "us",
+        None, False, "socket spin p50 (%dB)" % cfg["lat_size"])
 
     hdr = ["metric", "anchor", "podnet", "anchor value", "ratio", "target", "result"]
     body = []
@@ -275,7 +282,7 @@ def report(raw_path, cfg_path, json_out):
     print("Raw values (repeat 1..%d%s):" % (cfg["repeats"], "" if n == 1 else "; iperf3_PN = iperf3 -P %d" % n))
     order = (["iperf3_P1_gbps", "iperf3_PN_gbps"] + ["podnet_write_bw_" + s for s in cfg["sizes"]]
              + ["sockperf_median_us", "podnet_lat_median_us", "sockperf_avg_us",
-                "podnet_lat_avg_us"])
+                "podnet_lat_avg_us", "spinpp_median_us", "spinpp_avg_us"])
     keys = [k for k in order if k in raw] + sorted(k for k in raw if k not in order)
     kw = max(len(k) for k in raw)
     for k in keys:
@@ -412,6 +419,18 @@ run_sockperf() {  # run_sockperf REPEAT
   printf '  [%d/%d] sockperf pp    %10.3f us median, %.3f us avg (RTT/2)\n' "$rep" "$repeats" "$m" "$a"
 }
 
+run_spinpp() {  # run_spinpp REPEAT: the plain-socket floor (bench/anchors/tcp_pingpong.c)
+  local rep=$1 out="$work/spinpp_$1.txt" m a
+  if ! run_client timeout "$client_timeout" "$work/tcp_pingpong" --spin -s "$lat_size" -n "$lat_iters" >"$out" 2>&1; then
+    show_log "$out"; die "tcp_pingpong failed"
+  fi
+  read -r m a <"$out" || { show_log "$out"; die "cannot parse tcp_pingpong output"; }
+  [[ -n "${a:-}" ]] || { show_log "$out"; die "cannot parse tcp_pingpong output"; }
+  record spinpp_median_us "$rep" "$m"
+  record spinpp_avg_us "$rep" "$a"
+  printf '  [%d/%d] socket spin pp %9.3f us median, %.3f us avg (RTT/2)\n' "$rep" "$repeats" "$m" "$a"
+}
+
 podnet_job() {  # podnet_job OUT ARGS...: podnet run -n 2 -- podnet ARGS..., loopback only
   local out=$1
   shift
@@ -448,8 +467,8 @@ run_podnet_lat() {  # run_podnet_lat REPEAT
     "$rep" "$repeats" "$lat_size" "$m" "$a"
 }
 
-steps=(iperf_p1 iperf_pn sockperf podnet_bw podnet_lat)
-(( streams == 1 )) && steps=(iperf_p1 sockperf podnet_bw podnet_lat)  # -P 1 serves both targets
+steps=(iperf_p1 iperf_pn sockperf spinpp podnet_bw podnet_lat)
+(( streams == 1 )) && steps=(iperf_p1 sockperf spinpp podnet_bw podnet_lat)  # -P 1 serves both targets
 echo "Measuring:"
 for ((r = 1; r <= repeats; r++)); do
   for ((k = 0; k < ${#steps[@]}; k++)); do
@@ -458,6 +477,7 @@ for ((r = 1; r <= repeats; r++)); do
       iperf_p1) run_iperf "$r" 1 iperf3_P1_gbps ;;
       iperf_pn) run_iperf "$r" "$streams" iperf3_PN_gbps ;;
       sockperf) run_sockperf "$r" ;;
+      spinpp) run_spinpp "$r" ;;
       podnet_bw) run_podnet_bw "$r" ;;
       podnet_lat) run_podnet_lat "$r" ;;
     esac
