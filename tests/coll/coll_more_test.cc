@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <thread>
+#include <tuple>
 
 #include "coll_cases.h"
 #include "coll_harness.h"
@@ -171,57 +172,49 @@ TEST(CollArena, ForcedShmBeyondTheSlotRunsAnotherAlgorithm) {
   EXPECT_EQ(problems.load(), 0);
 }
 
+// One case on rank r of a pod: its result is checked (run_case) and it must have run `algo`.
+int run_expecting(Pod& pod, int r, const Case& k, const char* algo) {
+  int problems = static_cast<int>(run_case(pod.comm(r), k));
+  const std::string used = pod.comm(r).last_algorithm(k.coll);
+  if (used != algo) {
+    ADD_FAILURE() << describe(k, pod.comm(r).size()) << " ran '" << used << "', not " << algo;
+    ++problems;
+  }
+  return problems;
+}
+
 // Without a tuner table, allgather and alltoall leave the arena for direct cross-memory
 // reads past its crossover (every rank of the test may read the others: one process).
 TEST(CollArena, DirectReadsTakeOverPastTheArena) {
-  const int n = 3;
-  Pod pod(n);
+  Pod pod(3);
   std::atomic<int> problems{0};
   pod.run([&](int r) {
-    struct Want {
-      Collective c;
-      size_t count;
-      const char* algo;
-    };
     // allgather: blocks up to 128 KiB in the arena; alltoall: up to 64 KiB of blocks.
-    for (Want w : {Want{Collective::kAllgather, 1000, "shm"}, Want{Collective::kAllgather, 40000, "cma"},
-                   Want{Collective::kAlltoall, 1000, "shm"}, Want{Collective::kAlltoall, 8000, "cma"}}) {
-      Case k{w.c, "", DataType::kInt32, ReduceOp::kSum, w.count, 0, Variant::kOutOfPlace};
-      problems += static_cast<int>(run_case(pod.comm(r), k));
-      if (pod.comm(r).last_algorithm(w.c) != std::string(w.algo)) {
-        ADD_FAILURE() << collective_name(w.c) << " count " << w.count << " ran '" << pod.comm(r).last_algorithm(w.c)
-                      << "', not " << w.algo;
-        ++problems;
-      }
-    }
+    for (auto [c, count, algo] : {std::tuple{Collective::kAllgather, 1000, "shm"},
+                                  std::tuple{Collective::kAllgather, 40000, "cma"},
+                                  std::tuple{Collective::kAlltoall, 1000, "shm"},
+                                  std::tuple{Collective::kAlltoall, 8000, "cma"}})
+      problems += run_expecting(
+          pod, r, Case{c, "", DataType::kInt32, ReduceOp::kSum, static_cast<size_t>(count), 0, Variant::kOutOfPlace},
+          algo);
   });
   EXPECT_EQ(problems.load(), 0);
 }
 
 // allreduce: on two ranks the direct reads take over from the arena past 256 KiB; on more
-// ranks the arena keeps every size. Each call's result is checked (run_case).
+// ranks the arena keeps every size.
 TEST(CollArena, TwoRankAllreduceReadsDirectlyPastTheArena) {
   for (int n : {2, 3}) {
     SCOPED_TRACE("n " + std::to_string(n));
     Pod pod(n);
     std::atomic<int> problems{0};
     pod.run([&](int r) {
-      struct Want {
-        size_t count;
-        Variant v;
-        const char* algo;
-      };
       const char* big = n == 2 ? "cma" : "shm";
-      for (Want w : {Want{1000, Variant::kOutOfPlace, "shm"}, Want{(1u << 20) / 4 + 5, Variant::kOutOfPlace, big},
-                     Want{(1u << 20) / 4 + 5, Variant::kInPlace, big}}) {
-        Case k{Collective::kAllreduce, "", DataType::kFloat32, ReduceOp::kSum, w.count, 0, w.v};
-        problems += static_cast<int>(run_case(pod.comm(r), k));
-        if (pod.comm(r).last_algorithm(Collective::kAllreduce) != std::string(w.algo)) {
-          ADD_FAILURE() << "allreduce count " << w.count << " ran '"
-                        << pod.comm(r).last_algorithm(Collective::kAllreduce) << "', not " << w.algo;
-          ++problems;
-        }
-      }
+      const size_t mib = (1u << 20) / 4 + 5;  // float32 elements: just over 1 MiB
+      for (auto [count, v, algo] : {std::tuple{size_t{1000}, Variant::kOutOfPlace, "shm"},
+                                    std::tuple{mib, Variant::kOutOfPlace, big}, std::tuple{mib, Variant::kInPlace, big}})
+        problems += run_expecting(pod, r, Case{Collective::kAllreduce, "", DataType::kFloat32, ReduceOp::kSum, count, 0, v},
+                                  algo);
     });
     EXPECT_EQ(problems.load(), 0);
   }
