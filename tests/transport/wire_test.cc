@@ -105,5 +105,30 @@ TEST(Wire, ChunksAreWholeSegmentsWithTheirHeader) {
   EXPECT_EQ(whole_segments(512 << 10, kHeaderSize), 512u << 10);
 }
 
+// Below the striping size a transfer whose frame would end a little into a second segment
+// goes as the fewest even frames that each fit one segment.
+TEST(Wire, MidSizeTransfersSplitIntoFramesThatFitASegment) {
+  const uint32_t lo = 65483;  // loopback
+  // Fits one segment with its header: one frame.
+  EXPECT_EQ(single_segment_chunks(lo - kHeaderSize, lo), lo - kHeaderSize);
+  EXPECT_EQ(single_segment_chunks(1000, lo), 1000u);
+  // 64 KiB: two frames of 32 KiB (not 65 419 + 117 bytes).
+  EXPECT_EQ(single_segment_chunks(64 << 10, lo), 32u << 10);
+  // One byte over a segment: two frames, each fitting.
+  EXPECT_EQ(single_segment_chunks(lo - kHeaderSize + 1, lo), (lo - kHeaderSize + 2) / 2);
+  // Every split: the fewest frames, each with its header within one segment, covering all.
+  for (uint32_t mss : {kSplitMinMss, 65483u})
+    for (uint64_t len : {uint64_t{mss}, uint64_t{3} * mss + 5, uint64_t{200003}, uint64_t{262143}}) {
+      const uint64_t cs = single_segment_chunks(len, mss), n = (len + cs - 1) / cs;
+      EXPECT_LE(cs + kHeaderSize, mss) << len << " at MSS " << mss;
+      EXPECT_GE(n * cs, len);
+      EXPECT_LT((n - 1) * (mss - kHeaderSize), len) << "more frames than needed: " << len << " at MSS " << mss;
+    }
+  // Ethernet-sized segments (a partial last one is cheap there), or the MSS unknown: unchanged.
+  EXPECT_EQ(single_segment_chunks(64 << 10, 1448), 64u << 10);
+  EXPECT_EQ(single_segment_chunks(64 << 10, 8948), 64u << 10);
+  EXPECT_EQ(single_segment_chunks(64 << 10, 0), 64u << 10);
+}
+
 }  // namespace
 }  // namespace podnet::tcp

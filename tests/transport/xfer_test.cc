@@ -9,9 +9,10 @@ namespace {
 
 class XferSizes : public ::testing::TestWithParam<size_t> {};
 
-// Sizes the issue names: 0, 1, 3, 4095, 4096, 1 MiB + 7, 64 MiB.
+// Sizes the issue names: 0, 1, 3, 4095, 4096, 1 MiB + 7, 64 MiB; and 64 KiB + 3 and 200 003,
+// which on loopback (MSS 65 483) go as two and four frames that each fit a segment.
 INSTANTIATE_TEST_SUITE_P(Sizes, XferSizes,
-                         ::testing::Values(0, 1, 3, 4095, 4096, (1u << 20) + 7, 64u << 20));
+                         ::testing::Values(0, 1, 3, 4095, 4096, (64u << 10) + 3, 200003, (1u << 20) + 7, 64u << 20));
 
 TEST_P(XferSizes, WriteReadSendNotifyAtUnalignedOffsets) {
   const size_t n = GetParam();

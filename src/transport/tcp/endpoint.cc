@@ -149,9 +149,12 @@ TcpEndpoint::Req TcpEndpoint::failed_request(const char* op, const Status& why) 
   return r;
 }
 
-size_t TcpEndpoint::chunk_size(size_t len) const {
+size_t TcpEndpoint::chunk_size(size_t len, bool one_sided) const {
   const auto& o = transport_->options();
-  if (len < o.stripe_min) return len == 0 ? 1 : len;
+  if (len < o.stripe_min) {
+    if (len == 0) return 1;
+    return o.chunk_mss && one_sided ? single_segment_chunks(len, mss_.load(std::memory_order_relaxed)) : len;
+  }
   // Big enough to keep per-frame overhead small, small enough that every stream gets work.
   const size_t streams = stream_count();
   size_t per_stream = (len + streams - 1) / streams;
@@ -164,15 +167,15 @@ size_t TcpEndpoint::chunk_size(size_t len) const {
   return o.chunk_mss ? whole_segments(cs, mss_.load(std::memory_order_relaxed)) : cs;
 }
 
-size_t TcpEndpoint::chunk_count(size_t len) const {
+size_t TcpEndpoint::chunk_count(size_t len, bool one_sided) const {
   if (len == 0) return 1;
-  size_t cs = chunk_size(len);
+  size_t cs = chunk_size(len, one_sided);
   return (len + cs - 1) / cs;
 }
 
 void TcpEndpoint::post_write_chunks(const std::shared_ptr<RequestState>& target, const std::byte* src,
                                     const RemoteKey& remote, uint64_t raddr, size_t len) {
-  size_t n = chunk_count(len), cs = chunk_size(len);
+  size_t n = chunk_count(len, true), cs = chunk_size(len, true);
   // Each chunk completes twice: acknowledged by the target, and released by the local
   // socket (with MSG_ZEROCOPY the kernel may read the buffer until then).
   target->set_parts(static_cast<int>(2 * n));
@@ -228,8 +231,10 @@ TcpEndpoint::Req TcpEndpoint::write(const detail::RegionState& local, size_t loc
   uint32_t order = imm ? notify_out_.fetch_add(1, std::memory_order_relaxed) : 0;
   if (imm == nullptr) {
     post_write_chunks(req, src, remote, raddr, len);
-  } else if (chunk_count(len) == 1) {
-    // One frame carries data and immediate: the target notifies after placing the data.
+  } else if (len < transport_->options().stripe_min || chunk_count(len, true) == 1) {
+    // One frame carries data and immediate: the target notifies after placing the data
+    // (below the striping size even when a write would be split to fit segments: split, the
+    // immediate would wait for the chunks' acknowledgements, a round trip).
     uint64_t id = next_id_.fetch_add(1, std::memory_order_relaxed);
     if (Status why = register_unless_failed([&] { chunks_[id] = Chunk{req, nullptr, 0}; }); !why.ok()) {
       req->complete(op_failure(*req, why));
@@ -275,7 +280,7 @@ TcpEndpoint::Req TcpEndpoint::read(const detail::RegionState& local, size_t loca
   if (Status st = health(); !st.ok()) return failed_request("read", st);
   auto req = new_request("read");
   req->bytes = len;
-  size_t n = chunk_count(len), cs = chunk_size(len);
+  size_t n = chunk_count(len, true), cs = chunk_size(len, true);
   req->set_parts(static_cast<int>(n));
   uint64_t first = next_id_.fetch_add(n, std::memory_order_relaxed);
   std::byte* dst = local.base + local_off;
@@ -521,7 +526,7 @@ void TcpEndpoint::handle_reply(const FrameHeader& h, const std::string& control)
       op.req->complete(op_failure(*op.req, st));
       return;
     }
-    size_t n = chunk_count(op.len), cs = chunk_size(op.len);
+    size_t n = chunk_count(op.len, false), cs = chunk_size(op.len, false);
     op.req->set_parts(static_cast<int>(n));
     for (size_t i = 0; i < n; ++i) {
       size_t off = i * cs, clen = std::min(cs, op.len - off);
