@@ -149,12 +149,15 @@ TcpEndpoint::Req TcpEndpoint::failed_request(const char* op, const Status& why) 
   return r;
 }
 
-size_t TcpEndpoint::chunk_size(size_t len, bool one_sided) const {
+TcpEndpoint::ChunkPlan TcpEndpoint::chunk_plan(size_t len, bool one_sided) const {
+  if (len == 0) return {1, 1};
+  const size_t cs = chunk_size(len, one_sided, mss_.load(std::memory_order_relaxed));
+  return {(len + cs - 1) / cs, cs};
+}
+
+size_t TcpEndpoint::chunk_size(size_t len, bool one_sided, uint32_t mss) const {
   const auto& o = transport_->options();
-  if (len < o.stripe_min) {
-    if (len == 0) return 1;
-    return o.chunk_mss && one_sided ? single_segment_chunks(len, mss_.load(std::memory_order_relaxed)) : len;
-  }
+  if (len < o.stripe_min) return o.chunk_mss && one_sided ? single_segment_chunks(len, mss) : len;
   // Big enough to keep per-frame overhead small, small enough that every stream gets work.
   const size_t streams = stream_count();
   size_t per_stream = (len + streams - 1) / streams;
@@ -164,18 +167,12 @@ size_t TcpEndpoint::chunk_size(size_t len, bool one_sided) const {
   // a fifth to a third of the bandwidth (receive-window collapses: TcpExtTCPToZeroWindowAdv;
   // docs/performance.md). 512 KiB chunks on loopback (MSS 65483): 8 segments of 65483
   // instead of 8 and one of 488 bytes.
-  return o.chunk_mss ? whole_segments(cs, mss_.load(std::memory_order_relaxed)) : cs;
-}
-
-size_t TcpEndpoint::chunk_count(size_t len, bool one_sided) const {
-  if (len == 0) return 1;
-  size_t cs = chunk_size(len, one_sided);
-  return (len + cs - 1) / cs;
+  return o.chunk_mss ? whole_segments(cs, mss) : cs;
 }
 
 void TcpEndpoint::post_write_chunks(const std::shared_ptr<RequestState>& target, const std::byte* src,
                                     const RemoteKey& remote, uint64_t raddr, size_t len) {
-  size_t n = chunk_count(len, true), cs = chunk_size(len, true);
+  const auto [n, cs] = chunk_plan(len, true);
   // Each chunk completes twice: acknowledged by the target, and released by the local
   // socket (with MSG_ZEROCOPY the kernel may read the buffer until then).
   target->set_parts(static_cast<int>(2 * n));
@@ -231,7 +228,7 @@ TcpEndpoint::Req TcpEndpoint::write(const detail::RegionState& local, size_t loc
   uint32_t order = imm ? notify_out_.fetch_add(1, std::memory_order_relaxed) : 0;
   if (imm == nullptr) {
     post_write_chunks(req, src, remote, raddr, len);
-  } else if (len < transport_->options().stripe_min || chunk_count(len, true) == 1) {
+  } else if (len < transport_->options().stripe_min || chunk_plan(len, true).n == 1) {
     // One frame carries data and immediate: the target notifies after placing the data
     // (below the striping size even when a write would be split to fit segments: split, the
     // immediate would wait for the chunks' acknowledgements, a round trip).
@@ -280,7 +277,7 @@ TcpEndpoint::Req TcpEndpoint::read(const detail::RegionState& local, size_t loca
   if (Status st = health(); !st.ok()) return failed_request("read", st);
   auto req = new_request("read");
   req->bytes = len;
-  size_t n = chunk_count(len, true), cs = chunk_size(len, true);
+  const auto [n, cs] = chunk_plan(len, true);
   req->set_parts(static_cast<int>(n));
   uint64_t first = next_id_.fetch_add(n, std::memory_order_relaxed);
   std::byte* dst = local.base + local_off;
@@ -526,7 +523,7 @@ void TcpEndpoint::handle_reply(const FrameHeader& h, const std::string& control)
       op.req->complete(op_failure(*op.req, st));
       return;
     }
-    size_t n = chunk_count(op.len, false), cs = chunk_size(op.len, false);
+    const auto [n, cs] = chunk_plan(op.len, false);
     op.req->set_parts(static_cast<int>(n));
     for (size_t i = 0; i < n; ++i) {
       size_t off = i * cs, clen = std::min(cs, op.len - off);
