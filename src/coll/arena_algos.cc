@@ -310,7 +310,8 @@ Status cma_allreduce(Call& c, Arena& a, const void* send, void* recv, size_t cou
   }
   a.saw_all(s1);
   const size_t piece = std::max<size_t>(1, kCmaPiece / es);
-  std::byte* bounce = n > 1 && my_cnt > 0 ? c.scratch(std::min(piece, my_cnt) * es, 0) : nullptr;
+  // An arena has at least two ranks, so every piece folds in at least one peer's.
+  std::byte* bounce = my_cnt > 0 ? c.scratch(std::min(piece, my_cnt) * es, 0) : nullptr;
   for (size_t done = 0; done < my_cnt; done += piece) {
     const size_t cnt = std::min(piece, my_cnt - done), at = (my_off + done) * es;
     for (int k = 1; k < n; ++k) {
@@ -322,7 +323,6 @@ Status cma_allreduce(Call& c, Arena& a, const void* send, void* recv, size_t cou
       else
         c.reduce(out + at, bounce, cnt);
     }
-    if (n == 1) copy(out + at, in + at, cnt * es);
     if (c.op() == ReduceOp::kAvg) coll::finalize_avg(c.dtype(), out + at, cnt, n);
   }
   a.finish(s1);

@@ -149,15 +149,15 @@ TcpEndpoint::Req TcpEndpoint::failed_request(const char* op, const Status& why) 
   return r;
 }
 
-TcpEndpoint::ChunkPlan TcpEndpoint::chunk_plan(size_t len, bool one_sided) const {
+TcpEndpoint::ChunkPlan TcpEndpoint::chunk_plan(size_t len, bool fit_segments) const {
   if (len == 0) return {1, 1};
-  const size_t cs = chunk_size(len, one_sided, mss_.load(std::memory_order_relaxed));
+  const size_t cs = chunk_size(len, fit_segments, mss_.load(std::memory_order_relaxed));
   return {(len + cs - 1) / cs, cs};
 }
 
-size_t TcpEndpoint::chunk_size(size_t len, bool one_sided, uint32_t mss) const {
+size_t TcpEndpoint::chunk_size(size_t len, bool fit_segments, uint32_t mss) const {
   const auto& o = transport_->options();
-  if (len < o.stripe_min) return o.chunk_mss && one_sided ? single_segment_chunks(len, mss) : len;
+  if (len < o.stripe_min) return o.chunk_mss && fit_segments ? single_segment_chunks(len, mss) : len;
   // Big enough to keep per-frame overhead small, small enough that every stream gets work.
   const size_t streams = stream_count();
   size_t per_stream = (len + streams - 1) / streams;
@@ -228,10 +228,8 @@ TcpEndpoint::Req TcpEndpoint::write(const detail::RegionState& local, size_t loc
   uint32_t order = imm ? notify_out_.fetch_add(1, std::memory_order_relaxed) : 0;
   if (imm == nullptr) {
     post_write_chunks(req, src, remote, raddr, len);
-  } else if (len < transport_->options().stripe_min || chunk_plan(len, true).n == 1) {
-    // One frame carries data and immediate: the target notifies after placing the data
-    // (below the striping size even when a write would be split to fit segments: split, the
-    // immediate would wait for the chunks' acknowledgements, a round trip).
+  } else if (chunk_plan(len, false).n == 1) {
+    // One frame carries data and immediate: the target notifies after placing the data.
     uint64_t id = next_id_.fetch_add(1, std::memory_order_relaxed);
     if (Status why = register_unless_failed([&] { chunks_[id] = Chunk{req, nullptr, 0}; }); !why.ok()) {
       req->complete(op_failure(*req, why));

@@ -102,16 +102,17 @@ class TcpEndpoint : public detail::TransportEndpoint, public std::enable_shared_
   // connection against 4.4-4.5 us on one per direction, measured with a plain socket loop).
   Connection* ordered_stream();
   void set_ordered(std::shared_ptr<Connection> c);  // conn_mu_ held; once per endpoint
-  // Splits [0, len) into `n` chunks of `size` bytes (the last one shorter). `one_sided`: a
-  // write or read, whose mid-size transfers are split into frames that fit a segment
-  // (single_segment_chunks); rendezvous data is not (over tcp on 4 ranks on 2 CPUs, the
-  // extra frames cost more CPU than they save). One call gives both numbers: the MSS they
-  // depend on may drop when another stream opens.
+  // Splits [0, len) into `n` chunks of `size` bytes (the last one shorter). `fit_segments`:
+  // a transfer below the striping size whose frame exceeds one segment is split into frames
+  // that each fit one (single_segment_chunks): writes and reads; not rendezvous data (over
+  // tcp on 4 ranks on 2 CPUs the extra frames cost more CPU than they save), nor a
+  // write_notify (split, its immediate would wait a round trip for the chunks' acks). One
+  // call gives both numbers: the MSS they depend on may drop when another stream opens.
   struct ChunkPlan {
     size_t n, size;
   };
-  ChunkPlan chunk_plan(size_t len, bool one_sided) const;
-  size_t chunk_size(size_t len, bool one_sided, uint32_t mss) const;  // len > 0
+  ChunkPlan chunk_plan(size_t len, bool fit_segments) const;
+  size_t chunk_size(size_t len, bool fit_segments, uint32_t mss) const;  // len > 0
   void post_write_chunks(const std::shared_ptr<detail::RequestState>& target, const std::byte* src,
                          const RemoteKey& remote, uint64_t raddr, size_t len);
   void post_write_imm(const std::shared_ptr<detail::RequestState>& req, const RemoteKey& remote, uint64_t raddr,
