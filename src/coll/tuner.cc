@@ -162,10 +162,12 @@ std::string_view choose_algorithm(Collective c, size_t bytes, int n, bool slow_l
       // 0.97-1.04 ms). Over tcp, since both directions share one connection, rabenseifner
       // wins from 1 MiB (four interleaved rounds, out of place / in place: 1 MiB 344-500 /
       // 277-356 us against the ring's 428-557 / 405-487, 4 MiB 1.60-2.30 / 1.40-1.76 ms
-      // against 2.00-2.52 / 1.84-2.10; at 512 KiB the two are even, 180-280 us).
+      // against 2.00-2.52 / 1.84-2.10), and from 512 KiB (three interleaved rounds on
+      // 2026-11-30: 251-271 / 224-263 us against 300-324 / 262-286; at 256 KiB the ring
+      // stays ahead or even, 139-152 / 129-142 against 150-175 / 140-149).
       if (n <= 2) {
         if (bytes <= (64u << 10)) return "one_shot";
-        return bytes < (over_shm ? (16u << 20) : (1u << 20)) ? "ring" : "rabenseifner";
+        return bytes < (over_shm ? (16u << 20) : (512u << 10)) ? "ring" : "rabenseifner";
       }
       // One shot sends n-1 messages per rank, recursive doubling log2(n): on a crowded host
       // every message's system call takes CPU from a rank someone waits for (over tcp, three

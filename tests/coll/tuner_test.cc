@@ -41,9 +41,11 @@ TEST(Tuner, OversubscribedHostsPreferFewerDependentSteps) {
   EXPECT_EQ(choose_algorithm(Collective::kAllreduce, 16 * K * K, 8, false, true), "rabenseifner");
   EXPECT_EQ(choose_algorithm(Collective::kAllreduce, 16 * K * K, 3, false, true), "ring") << "3 ranks: the ring won";
   EXPECT_EQ(choose_algorithm(Collective::kAllreduce, 16 * K * K, 2, false, true), "rabenseifner");
-  // Two ranks: rabenseifner (each half in one message) instead of the ring from 1 MiB over
+  // Two ranks: rabenseifner (each half in one message) instead of the ring from 512 KiB over
   // tcp, from 16 MiB over shared memory.
-  EXPECT_EQ(choose_algorithm(Collective::kAllreduce, 512 * K, 2), "ring");
+  EXPECT_EQ(choose_algorithm(Collective::kAllreduce, 256 * K, 2), "ring");
+  EXPECT_EQ(choose_algorithm(Collective::kAllreduce, 512 * K - 4, 2), "ring");
+  EXPECT_EQ(choose_algorithm(Collective::kAllreduce, 512 * K, 2), "rabenseifner");
   EXPECT_EQ(choose_algorithm(Collective::kAllreduce, K * K, 2), "rabenseifner");
   EXPECT_EQ(choose_algorithm(Collective::kAllreduce, 4 * K * K, 2), "rabenseifner");
   EXPECT_EQ(choose_algorithm(Collective::kAllreduce, 4 * K * K, 2, false, false, /*over_shm=*/true), "ring");
