@@ -45,6 +45,11 @@ constexpr int64_t kCrowdedRecheckNs = 2'000'000, kStartupNs = 500'000'000;
 // keep reading at the same instants and see each other's reader).
 constexpr int kCrowdedAgree = 3;
 constexpr unsigned kEpollMaskMin = 7, kEpollMaskMax = 63;
+// Waits in a row that spun out before the engine shortens the spin on a crowded host. With
+// 8 ranks on 2 CPUs behind 1 Gbit/s links every wait for a 256 KiB chunk takes milliseconds:
+// a full spin of yields per wait made 83 % of the ranks' 120 000 context switches a second
+// and took the CPUs from the kernel's packet processing (docs/performance.md).
+constexpr int kLongWaitsToShorten = 4, kLongWaitsCap = 1 << 20;
 
 // Runnable threads on this host right now (the 4th field of /proc/loadavg: "running/total"),
 // or -1 when unknown.
@@ -203,8 +208,11 @@ Status ProgressEngine::wait(RequestState& req, int64_t deadline_ns) {
   if (bg_polling_.load(std::memory_order_acquire)) wake();  // get the background thread out of epoll
   const int64_t start = now_ns();
   int64_t now = start;
-  const int64_t spin_end = options_.busy_poll ? deadline_ns : now + options_.spin_us * 1000ll;
   const bool crowded = crowded_.load(std::memory_order_relaxed);
+  const int long_waits = long_waits_.load(std::memory_order_relaxed);
+  const int spin_us = crowded && long_waits >= kLongWaitsToShorten ? std::min(options_.spin_us, options_.spin_long_us)
+                                                                     : options_.spin_us;
+  const int64_t spin_end = options_.busy_poll ? deadline_ns : now + spin_us * 1000ll;
   const unsigned yield_mask = crowded ? yield_mask_ : kQuietYieldMask;
   for (unsigned spins = 0; !req.done() && now < spin_end && now < deadline_ns; ++spins) {
     // Mostly try the connection the last input came on (one recv() when the reply is there,
@@ -251,6 +259,14 @@ Status ProgressEngine::wait(RequestState& req, int64_t deadline_ns) {
       poll(0);
     }
     now = now_ns();
+  }
+  // A wait is long when it outlasted the full spin, whatever it spun: in the short mode a
+  // wait that still completes within PODNET_SPIN_US brings the full spin back. Written only
+  // when it changes: every waiter of the engine reads this line.
+  if (now - start < options_.spin_us * 1000ll) {
+    if (long_waits != 0) long_waits_.store(0, std::memory_order_relaxed);
+  } else if (long_waits < kLongWaitsCap) {
+    long_waits_.fetch_add(1, std::memory_order_relaxed);
   }
   fg_last_exit_ns_.store(now, std::memory_order_release);  // a few turns old at most: no clock read on the way out
   fg_waiters_.fetch_sub(1, std::memory_order_acq_rel);

@@ -71,6 +71,9 @@ class ProgressEngine {
  public:
   struct Options {
     int spin_us = 1000;
+    // On a crowded host, after kLongWaitsToShorten waits in a row that outlasted their spin,
+    // waits spin this long instead (until one completes while spinning).
+    int spin_long_us = 50;
     bool busy_poll = false;
     // A thread that blocked in epoll and woke to handle input (the background thread, or a
     // waiter whose request that input did not complete) polls this long more before it
@@ -169,6 +172,9 @@ class ProgressEngine {
   // every 2 ms in the first 0.5 s; it changes after kCrowdedAgree readings in a row say so):
   // spinning waiters then yield every yield_every turns, else only every kQuietYieldMask+1.
   std::atomic<bool> crowded_{true};
+  // Waits in a row whose spin ran out before their request completed (capped); on a crowded
+  // host, from kLongWaitsToShorten on, waits spin only spin_long_us.
+  std::atomic<int> long_waits_{0};
   Hysteresis crowded_filter_;  // the readings behind crowded_ (background thread only)
   int ncpus_ = 1;
   // A spinning waiter calls epoll_wait() every (epoll_mask_+1) turns: 8 while sockets are in

@@ -129,6 +129,7 @@ Result<std::unique_ptr<Context>> ContextImpl::create(const ContextOptions& optio
   if (eager_max == 0) eager_max = bootstrap::kEagerFastLinks;
   ProgressEngine::Options po;
   po.spin_us = c->config_.spin_us;
+  po.spin_long_us = c->config_.spin_long_us;
   po.busy_poll = c->config_.busy_poll;
   po.serve_spin_us = c->config_.serve_spin_us;
   po.yield_every = c->config_.spin_yield_every;

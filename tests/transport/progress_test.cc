@@ -96,5 +96,38 @@ TEST(ProgressEngine, ABlockedWaiterThatServedOtherInputPollsOnInsteadOfBlockingA
   EXPECT_EQ(blocks_while_serving(10'000'000, 20), 0u);
 }
 
+// An engine whose background thread never started counts the host as crowded (its first
+// verdict), whatever this host's load: the short spin applies.
+TEST(ProgressEngine, OnACrowdedHostWaitsThatKeepOutlastingTheSpinStopSpinningUntilOneIsShort) {
+  ProgressEngine::Options o;
+  o.spin_us = 100'000;  // 100 ms: a wait that completes after 1 ms never gets to block
+  o.spin_long_us = 0;   // the short mode blocks at once
+  auto engine = ProgressEngine::create(o);
+  ASSERT_TRUE(engine.ok()) << engine.status().message();
+  auto& e = **engine;
+  // The blocking polls made by a wait whose request another thread completes after 1 ms.
+  auto blocks_waiting_1ms = [&e] {
+    auto req = make_request(&e, "test", 1);
+    const uint64_t before = e.blocking_polls();
+    std::thread completer([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      req->complete(Status::Ok());
+    });
+    EXPECT_TRUE(e.wait(*req, now_ns() + 30'000'000'000ll).ok());
+    completer.join();
+    return e.blocking_polls() - before;
+  };
+  auto outlast_the_spin = [&e] {  // a wait that times out after 110 ms, beyond the spin
+    auto req = make_request(&e, "test", 1);
+    EXPECT_EQ(e.wait(*req, now_ns() + 110'000'000).code(), Code::kTimeout);
+  };
+  EXPECT_EQ(blocks_waiting_1ms(), 0u) << "a wait that completes within the spin does not block";
+  for (int i = 0; i < 3; ++i) outlast_the_spin();
+  EXPECT_EQ(blocks_waiting_1ms(), 0u) << "three long waits in a row are not yet enough; and this one resets";
+  for (int i = 0; i < 4; ++i) outlast_the_spin();
+  EXPECT_GT(blocks_waiting_1ms(), 0u) << "after four long waits in a row the next wait blocks at once";
+  EXPECT_EQ(blocks_waiting_1ms(), 0u) << "the short wait before brought the full spin back";
+}
+
 }  // namespace
 }  // namespace podnet::detail
