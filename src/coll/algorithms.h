@@ -37,8 +37,8 @@ Status allgather_bruck(Call& c, const void* send, void* recv, size_t count);
 Status allgather_recursive_doubling(Call& c, const void* send, void* recv, size_t count);
 Status allgather_linear(Call& c, const void* send, void* recv, size_t count);
 Status allgatherv_ring(Call& c, const void* send, void* recv, const std::vector<size_t>& counts);
-// reduce_scatter
-Status reduce_scatter_ring(Call& c, const void* send, void* recv, size_t count);
+// reduce_scatter; `pipelined`: each block in ring_chunk() pieces (slow links), else whole
+Status reduce_scatter_ring(Call& c, const void* send, void* recv, size_t count, bool pipelined);
 Status reduce_scatter_recursive_halving(Call& c, const void* send, void* recv, size_t count);
 // alltoall
 Status alltoall_pairwise(Call& c, const void* send, void* recv, size_t count);
@@ -92,5 +92,16 @@ inline void copy_other_blocks(std::byte* dst, const std::byte* src, size_t bytes
 // Chunking of pipelined algorithms: bytes per message.
 inline constexpr size_t kPipelineChunk = 256 * 1024;
 inline constexpr size_t kMinPipelineChunk = 64 * 1024;  // ring allreduce: chunks of small blocks
+
+// The chunk of a ring whose largest block is `max_block` bytes of `es`-byte elements: at
+// least ~8 chunks per block, so that several are in flight on every link (a chunk's latency,
+// not its size, limits a pipeline that is only 2 deep), but not below kMinPipelineChunk; at
+// most kPipelineChunk unless a block needs more than 256 chunks (the step tag keeps 8 bits
+// for the chunk); whole elements.
+inline size_t ring_chunk(size_t max_block, size_t es) {
+  size_t chunk = std::clamp<size_t>((max_block + 7) / 8, kMinPipelineChunk, kPipelineChunk);
+  chunk = std::max<size_t>(chunk, (max_block + 255) / 256);
+  return (chunk + es - 1) / es * es;
+}
 
 }  // namespace podnet::detail::algo

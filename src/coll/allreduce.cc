@@ -90,13 +90,7 @@ Status allreduce_ring(Call& c, const void* send, void* recv, size_t count) {
   const int right = (r + 1) % n, left = (r - 1 + n) % n;
   auto mod = [n](int x) { return (x % n + n) % n; };
   const size_t max_block = block_cnt(count, n, 0) * es;
-  // At least ~8 chunks per block, so that several are in flight on every link (a chunk's
-  // latency, not its size, limits a pipeline that is only 2 deep), but not below 64 KiB; at
-  // most kPipelineChunk unless a block needs more than 256 chunks (the step tag keeps 8 bits
-  // for the chunk); whole elements.
-  size_t chunk = std::clamp<size_t>((max_block + 7) / 8, kMinPipelineChunk, kPipelineChunk);
-  chunk = std::max<size_t>(chunk, (max_block + 255) / 256);
-  chunk = (chunk + es - 1) / es * es;
+  const size_t chunk = ring_chunk(max_block, es);
   std::byte* tmp[2] = {c.scratch(max_block, 0), c.scratch(max_block, 1)};
   auto bytes_of = [&](int b) { return block_cnt(count, n, b) * es; };
   auto ptr_of = [&](int b) { return B(recv) + block_off(count, n, b) * es; };

@@ -442,7 +442,7 @@ Status CommImpl::reduce_scatter(const void* send, void* recv, size_t recv_count,
     c.set_algorithm(a.data());
     if (a == "shm") return algo::shm_reduce_scatter(c, *arena_, send, recv, recv_count);
     if (a == "recursive_halving") return algo::reduce_scatter_recursive_halving(c, send, recv, recv_count);
-    return algo::reduce_scatter_ring(c, send, recv, recv_count);
+    return algo::reduce_scatter_ring(c, send, recv, recv_count, world_.slow_links());
   });
 }
 

@@ -30,7 +30,9 @@ size_t check_reduce_scatter(Communicator& c, const Case& k, const std::string& w
   const size_t es = dtype_size(k.t);
   auto send = junk(n * k.count * es), recv = junk(k.count * es);
   for (size_t i = 0; i < n * k.count; ++i) put(k.t, send.data(), i, input(k.t, k.op, r, i));
-  void* dst = k.variant == Variant::kInPlace ? send.data() : recv.data();
+  void* dst = k.variant == Variant::kInPlace ? send.data()
+              : k.variant == Variant::kAlias  ? send.data() + r * k.count * es
+                                              : recv.data();
   st = c.reduce_scatter(send.data(), dst, k.count, k.t, k.op);
   return st.ok() ? compare(k.t, k.op, n, dst, k.count, r * k.count, what, r) : 0;
 }

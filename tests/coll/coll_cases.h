@@ -6,7 +6,9 @@
 // Variants: kOutOfPlace; kInPlace: send == recv where the API has both (for gather and
 // allgather(v) send points at the caller's own block of recv, for scatter recv points at the
 // root's block of send, as in MPI); kAlias (gather, scatter, allgather(v)): literally
-// send == recv, which the header allows ("`send` may equal `recv` where both exist").
+// send == recv, which the header allows ("`send` may equal `recv` where both exist"); for
+// reduce_scatter, whose kInPlace is literally send == recv, kAlias is recv at the caller's
+// own block of send (NCCL's in-place form).
 #pragma once
 
 #include <podnet/coll.h>
@@ -41,7 +43,9 @@ inline bool rooted(Collective c) {
 // The variants a collective has.
 inline std::vector<Variant> variants(Collective c) {
   switch (c) {
-    case Collective::kAllreduce: case Collective::kReduce: case Collective::kReduceScatter:
+    case Collective::kReduceScatter:
+      return {Variant::kOutOfPlace, Variant::kInPlace, Variant::kAlias};
+    case Collective::kAllreduce: case Collective::kReduce:
     case Collective::kAlltoall: case Collective::kAlltoallv: case Collective::kBroadcast:
       return {Variant::kOutOfPlace, Variant::kInPlace};
     case Collective::kAllgather: case Collective::kAllgatherv: case Collective::kGather: case Collective::kScatter:
