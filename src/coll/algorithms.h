@@ -32,7 +32,9 @@ Status broadcast_chain(Call& c, const void* send, void* buf, size_t count, int r
 Status gather_linear(Call& c, const void* send, void* recv, size_t count, int root);
 Status scatter_linear(Call& c, const void* send, void* recv, size_t count, int root);
 // allgather
-Status allgather_ring(Call& c, const void* send, void* recv, size_t count);
+// `pipelined` (slow links): blocks larger than a ring_chunk() go in chunks, each passed on
+// as soon as it arrived; else each step moves whole blocks.
+Status allgather_ring(Call& c, const void* send, void* recv, size_t count, bool pipelined);
 Status allgather_bruck(Call& c, const void* send, void* recv, size_t count);
 Status allgather_recursive_doubling(Call& c, const void* send, void* recv, size_t count);
 Status allgather_linear(Call& c, const void* send, void* recv, size_t count);

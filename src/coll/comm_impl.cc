@@ -421,7 +421,7 @@ Status CommImpl::allgather(const void* send, void* recv, size_t count, DataType 
     if (a == "recursive_doubling") return algo::allgather_recursive_doubling(c, send, recv, count);
     if (a == "linear") return algo::allgather_linear(c, send, recv, count);
     if (a == "cma") return algo::cma_allgather(c, *arena_, send, recv, count);
-    return algo::allgather_ring(c, send, recv, count);
+    return algo::allgather_ring(c, send, recv, count, world_.slow_links());
   });
 }
 
