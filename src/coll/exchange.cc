@@ -52,7 +52,7 @@ namespace {
 // it arrived, so that the n-1 steps overlap instead of each waiting for the whole block (lab
 // hosts at 1 Gbit/s, two interleaved rounds: 4 hosts 4 MiB 26.5-26.9 against 32.8-33.7 ms,
 // 16 MiB 107 against 111-115; 8 hosts 4 MiB 32.0-34.1 against 38.6-41.9, 16 MiB 129-131
-// against 138-142; docs/collectives.md). Every receive is posted up front.
+// against 138-142; docs/collectives.md).
 Status allgather_ring_pipelined(Call& c, const void* send, void* recv, size_t count) {
   const int n = c.size(), r = c.rank(), right = mod(r + 1, n), left = mod(r - 1, n);
   const size_t es = c.esize(), bytes = count * es;
@@ -62,12 +62,14 @@ Status allgather_ring_pipelined(Call& c, const void* send, void* recv, size_t co
   auto len_of = [&](size_t k) { return std::min(chunk, bytes - k * chunk); };
   auto tag = [](int step, size_t k) { return static_cast<uint32_t>(step << 8 | static_cast<int>(k)); };
   std::vector<std::vector<Request>> recvs(n - 1), sends(n - 1);
-  for (int s = 0; s < n - 1; ++s) {
+  auto post_recvs = [&](int s) {  // one step ahead: the matcher's queue stays short
     std::byte* block = B(recv) + mod(r - s - 1, n) * bytes;
     for (size_t k = 0; k < nchunks; ++k) recvs[s].push_back(c.irecv(left, block + k * chunk, len_of(k), tag(s, k)));
-  }
+  };
+  post_recvs(0);
   for (size_t k = 0; k < nchunks; ++k) sends[0].push_back(c.isend(right, own + k * chunk, len_of(k), tag(0, k)));
   for (int s = 0; s < n - 1; ++s) {
+    if (s + 1 < n - 1) post_recvs(s + 1);
     std::byte* block = B(recv) + mod(r - s - 1, n) * bytes;
     for (size_t k = 0; k < nchunks; ++k) {
       PODNET_RETURN_IF_ERROR(c.wait_recv(recvs[s][k], left, len_of(k)));
