@@ -105,5 +105,7 @@ inline size_t ring_chunk(size_t max_block, size_t es) {
   chunk = std::max<size_t>(chunk, (max_block + 255) / 256);
   return (chunk + es - 1) / es * es;
 }
+// The tag of chunk k (< 256, see ring_chunk) of a pipelined ring's step.
+inline uint32_t ring_tag(int step, size_t k) { return static_cast<uint32_t>(step << 8 | static_cast<int>(k)); }
 
 }  // namespace podnet::detail::algo

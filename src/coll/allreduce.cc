@@ -97,23 +97,22 @@ Status allreduce_ring(Call& c, const void* send, void* recv, size_t count) {
   auto input_of = [&](int b) { return static_cast<const std::byte*>(send) + block_off(count, n, b) * es; };
   auto chunks_of = [&](size_t bytes) { return bytes == 0 ? size_t{1} : (bytes + chunk - 1) / chunk; };
   auto len_of = [&](size_t bytes, size_t k) { return std::min(chunk, bytes - std::min(bytes, k * chunk)); };
-  auto tag = [](int step, size_t k) { return static_cast<uint32_t>(step << 8 | static_cast<int>(k)); };
   const int steps = n - 1;
 
   std::vector<std::vector<Request>> rs_sends(steps), ag_sends(steps), rs_recvs(steps), ag_recvs(steps);
   auto post_rs_recvs = [&](int s) {
     size_t bytes = bytes_of(mod(r - s - 1));
     for (size_t k = 0; k < chunks_of(bytes); ++k)
-      rs_recvs[s].push_back(c.irecv(left, tmp[s % 2] + k * chunk, len_of(bytes, k), tag(s, k)));
+      rs_recvs[s].push_back(c.irecv(left, tmp[s % 2] + k * chunk, len_of(bytes, k), ring_tag(s, k)));
   };
   auto post_send = [&](std::vector<Request>& into, int step, int block, size_t k) {
-    into.push_back(c.isend(right, ptr_of(block) + k * chunk, len_of(bytes_of(block), k), tag(step, k)));
+    into.push_back(c.isend(right, ptr_of(block) + k * chunk, len_of(bytes_of(block), k), ring_tag(step, k)));
   };
 
   // Reduce-scatter.
   post_rs_recvs(0);
   for (size_t k = 0; k < chunks_of(bytes_of(r)); ++k)
-    rs_sends[0].push_back(c.isend(right, input_of(r) + k * chunk, len_of(bytes_of(r), k), tag(0, k)));
+    rs_sends[0].push_back(c.isend(right, input_of(r) + k * chunk, len_of(bytes_of(r), k), ring_tag(0, k)));
   for (int s = 0; s < steps; ++s) {
     // The other buffer is free: every chunk of step s-1 has been reduced.
     if (s + 1 < steps) post_rs_recvs(s + 1);
@@ -139,7 +138,7 @@ Status allreduce_ring(Call& c, const void* send, void* recv, size_t count) {
     for (Request& q : rs_sends[s]) PODNET_RETURN_IF_ERROR(c.wait_send(q, right));
     const int b = mod(r - s);
     for (size_t k = 0; k < chunks_of(bytes_of(b)); ++k)
-      ag_recvs[s].push_back(c.irecv(left, ptr_of(b) + k * chunk, len_of(bytes_of(b), k), tag(n + s, k)));
+      ag_recvs[s].push_back(c.irecv(left, ptr_of(b) + k * chunk, len_of(bytes_of(b), k), ring_tag(n + s, k)));
     return {};
   };
   PODNET_RETURN_IF_ERROR(post_ag_recvs(0));

@@ -60,20 +60,19 @@ Status allgather_ring_pipelined(Call& c, const void* send, void* recv, size_t co
   if (own != send) std::memmove(own, send, bytes);  // the input may overlap its place in the output
   const size_t chunk = ring_chunk(bytes, es), nchunks = (bytes + chunk - 1) / chunk;
   auto len_of = [&](size_t k) { return std::min(chunk, bytes - k * chunk); };
-  auto tag = [](int step, size_t k) { return static_cast<uint32_t>(step << 8 | static_cast<int>(k)); };
   std::vector<std::vector<Request>> recvs(n - 1), sends(n - 1);
   auto post_recvs = [&](int s) {  // one step ahead: the matcher's queue stays short
     std::byte* block = B(recv) + mod(r - s - 1, n) * bytes;
-    for (size_t k = 0; k < nchunks; ++k) recvs[s].push_back(c.irecv(left, block + k * chunk, len_of(k), tag(s, k)));
+    for (size_t k = 0; k < nchunks; ++k) recvs[s].push_back(c.irecv(left, block + k * chunk, len_of(k), ring_tag(s, k)));
   };
   post_recvs(0);
-  for (size_t k = 0; k < nchunks; ++k) sends[0].push_back(c.isend(right, own + k * chunk, len_of(k), tag(0, k)));
+  for (size_t k = 0; k < nchunks; ++k) sends[0].push_back(c.isend(right, own + k * chunk, len_of(k), ring_tag(0, k)));
   for (int s = 0; s < n - 1; ++s) {
     if (s + 1 < n - 1) post_recvs(s + 1);
     std::byte* block = B(recv) + mod(r - s - 1, n) * bytes;
     for (size_t k = 0; k < nchunks; ++k) {
       PODNET_RETURN_IF_ERROR(c.wait_recv(recvs[s][k], left, len_of(k)));
-      if (s + 1 < n - 1) sends[s + 1].push_back(c.isend(right, block + k * chunk, len_of(k), tag(s + 1, k)));
+      if (s + 1 < n - 1) sends[s + 1].push_back(c.isend(right, block + k * chunk, len_of(k), ring_tag(s + 1, k)));
     }
   }
   for (auto& step : sends)
@@ -196,7 +195,6 @@ Status reduce_scatter_ring(Call& c, const void* send, void* recv, size_t count, 
   const size_t chunk = pipelined ? ring_chunk(bytes, es) : std::max<size_t>(bytes, 1);
   const size_t nchunks = bytes == 0 ? 1 : (bytes + chunk - 1) / chunk;
   auto len_of = [&](size_t k) { return std::min(chunk, bytes - std::min(bytes, k * chunk)); };
-  auto tag = [](int step, size_t k) { return static_cast<uint32_t>(step << 8 | static_cast<int>(k)); };
   std::byte* work = c.scratch(bytes * n, 0);
   std::byte* tmp[2] = {c.scratch(bytes, 1), c.scratch(bytes, 2)};
   // The result goes straight to recv unless recv lies inside the input anywhere but on this
@@ -207,11 +205,11 @@ Status reduce_scatter_ring(Call& c, const void* send, void* recv, size_t count, 
 
   std::vector<std::vector<Request>> sends(steps), recvs(steps);
   auto post_recvs = [&](int s) {
-    for (size_t k = 0; k < nchunks; ++k) recvs[s].push_back(c.irecv(left, tmp[s % 2] + k * chunk, len_of(k), tag(s, k)));
+    for (size_t k = 0; k < nchunks; ++k) recvs[s].push_back(c.irecv(left, tmp[s % 2] + k * chunk, len_of(k), ring_tag(s, k)));
   };
   post_recvs(0);
   const std::byte* first = in + mod(r - 1, n) * bytes;
-  for (size_t k = 0; k < nchunks; ++k) sends[0].push_back(c.isend(right, first + k * chunk, len_of(k), tag(0, k)));
+  for (size_t k = 0; k < nchunks; ++k) sends[0].push_back(c.isend(right, first + k * chunk, len_of(k), ring_tag(0, k)));
   for (int s = 0; s < steps; ++s) {
     if (s + 1 < steps) post_recvs(s + 1);  // tmp[(s+1)%2]: every chunk of step s-1 is reduced
     const int rb = mod(r - s - 2, n);
@@ -220,7 +218,7 @@ Status reduce_scatter_ring(Call& c, const void* send, void* recv, size_t count, 
       const size_t len = len_of(k);
       PODNET_RETURN_IF_ERROR(c.wait_recv(recvs[s][k], left, len));
       c.reduce3(dst + k * chunk, in + rb * bytes + k * chunk, tmp[s % 2] + k * chunk, len / es);
-      if (s + 1 < steps) sends[s + 1].push_back(c.isend(right, dst + k * chunk, len, tag(s + 1, k)));
+      if (s + 1 < steps) sends[s + 1].push_back(c.isend(right, dst + k * chunk, len, ring_tag(s + 1, k)));
     }
   }
   for (auto& step : sends)

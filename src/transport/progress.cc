@@ -45,7 +45,7 @@ constexpr int64_t kCrowdedRecheckNs = 2'000'000, kStartupNs = 500'000'000;
 // keep reading at the same instants and see each other's reader).
 constexpr int kCrowdedAgree = 3;
 constexpr unsigned kEpollMaskMin = 7, kEpollMaskMax = 63;
-// Waits in a row that spun out before the engine shortens the spin on a crowded host. With
+// Waits in a row longer than the spin before the engine shortens it on a crowded host. With
 // 8 ranks on 2 CPUs behind 1 Gbit/s links every wait for a 256 KiB chunk takes milliseconds:
 // a full spin of yields per wait made 83 % of the ranks' 120 000 context switches a second
 // and took the CPUs from the kernel's packet processing (docs/performance.md).

@@ -71,8 +71,8 @@ class ProgressEngine {
  public:
   struct Options {
     int spin_us = 1000;
-    // On a crowded host, after kLongWaitsToShorten waits in a row that outlasted their spin,
-    // waits spin this long instead (until one completes while spinning).
+    // On a crowded host, after kLongWaitsToShorten waits in a row that lasted longer than
+    // spin_us, waits spin this long instead (until one completes within spin_us again).
     int spin_long_us = 50;
     bool busy_poll = false;
     // A thread that blocked in epoll and woke to handle input (the background thread, or a
@@ -172,8 +172,8 @@ class ProgressEngine {
   // every 2 ms in the first 0.5 s; it changes after kCrowdedAgree readings in a row say so):
   // spinning waiters then yield every yield_every turns, else only every kQuietYieldMask+1.
   std::atomic<bool> crowded_{true};
-  // Waits in a row whose spin ran out before their request completed (capped); on a crowded
-  // host, from kLongWaitsToShorten on, waits spin only spin_long_us.
+  // Waits in a row that lasted longer than spin_us (capped); on a crowded host, from
+  // kLongWaitsToShorten on, waits spin only spin_long_us.
   std::atomic<int> long_waits_{0};
   Hysteresis crowded_filter_;  // the readings behind crowded_ (background thread only)
   int ncpus_ = 1;

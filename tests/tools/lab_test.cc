@@ -219,7 +219,7 @@ TEST_F(LabTest, P2pAndEveryCollectiveAcrossFourHosts) {
       }
   }
   // Every collective, each result checked, ranks on four hosts. At 1 MiB the rings on these
-  // slow links (allreduce, reduce_scatter) pipeline each block in several chunks.
+  // slow links (allreduce, reduce_scatter, allgather) pipeline each block in several chunks.
   o = podnet({"run", "--lab", name_, "-n", "4",  "--timeout", "50", "--", podnet_bin(), "bench", "coll", "all",
               "-b",  "1K",    "-e",  "1M", "-f", "32",        "-w", "1",  "-n",         "2",     "-c",   "1"});
   ASSERT_EQ(o.exit_code, 0) << describe(o);
