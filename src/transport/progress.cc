@@ -162,8 +162,16 @@ void ProgressEngine::note_deferred() {
   }
 }
 
-int ProgressEngine::poll(int timeout_ms, int* fd_events) {
+namespace {
+// Peers' operations handled by this thread (note_served); poll() reads the difference.
+thread_local uint64_t t_served = 0;
+}  // namespace
+
+void ProgressEngine::note_served() noexcept { ++t_served; }
+
+int ProgressEngine::poll(int timeout_ms, int* fd_events, int* served) {
   flush_deferred();  // held output from earlier turns leaves before anything else is read
+  const uint64_t served_before = t_served;
   int work = run_pollers();
   if (work > 0) timeout_ms = 0;
   const int np = npollers_.load(std::memory_order_acquire);
@@ -184,7 +192,9 @@ int ProgressEngine::poll(int timeout_ms, int* fd_events) {
   for (int i = 0; i < armed; ++i) pollers_[i]->disarm();
   if (n < 0) {
     if (errno != EINTR) PODNET_ERROR(kNet, "epoll_wait: {}", std::strerror(errno));
-    return work + run_pollers();
+    work += run_pollers();
+    if (served != nullptr) *served = work;
+    return work;
   }
   for (int i = 0; i < n; ++i) {
     auto* h = static_cast<EventHandler*>(events[i].data.ptr);
@@ -198,6 +208,7 @@ int ProgressEngine::poll(int timeout_ms, int* fd_events) {
     h->on_event(events[i].events);
   }
   if (np > 0 && (armed > 0 || n > 0)) work += run_pollers();
+  if (served != nullptr) *served = work + static_cast<int>(t_served - served_before);
   return work + n;
 }
 
@@ -333,13 +344,13 @@ void ProgressEngine::background_loop() {
       continue;
     }
     bg_polling_.store(true, std::memory_order_release);
-    int work = 0;
+    int served = 0;
     if (fg_waiters_.load(std::memory_order_acquire) == 0) {
       std::lock_guard lk(block_mu_);
-      work = poll(static_cast<int>(until_tick_ms));
+      poll(static_cast<int>(until_tick_ms), nullptr, &served);
     }
     bg_polling_.store(false, std::memory_order_release);
-    if (work > 0) serve_spin(nullptr, std::min(next_tick, next_load));
+    if (served > 0) serve_spin(nullptr, std::min(next_tick, next_load));
   }
 }
 
@@ -352,7 +363,12 @@ void ProgressEngine::serve_spin(const RequestState* req, int64_t end_ns) {
     if (req != nullptr ? req->done()
                        : fg_waiters_.load(std::memory_order_acquire) > 0 || !running_.load(std::memory_order_relaxed))
       return;
-    if (poll(0) > 0) until = now + budget;
+    // A waiter polls on after any input (it has nothing else to do, and input on its
+    // connections is what it waits among); the background thread only after a peer's
+    // operation (note_served).
+    int served = 0;
+    const int work = poll(0, nullptr, &served);
+    if (req != nullptr ? work > 0 : served > 0) until = now + budget;
     if ((spins & 3) == 3) now = now_ns();
   }
 }

@@ -75,10 +75,11 @@ class ProgressEngine {
     // spin_us, waits spin this long instead (until one completes within spin_us again).
     int spin_long_us = 50;
     bool busy_poll = false;
-    // A thread that blocked in epoll and woke to handle input (the background thread, or a
-    // waiter whose request that input did not complete) polls this long more before it
-    // blocks again (0: never), unless the host is crowded: a passive target of one-sided
-    // operations then serves the next one without a wake-up.
+    // A thread that blocked in epoll and woke to handle input (a waiter whose request that
+    // input did not complete; the background thread only for a peer's operation, see
+    // note_served()) polls this long more before it blocks again (0: never), unless the host
+    // is crowded: a passive target of one-sided operations then serves the next one without
+    // a wake-up.
     int serve_spin_us = 200;
     bool serve_when_crowded = false;  // tests: serve-spin on a crowded host too
     int tick_ms = 20;  // housekeeping period
@@ -127,8 +128,17 @@ class ProgressEngine {
   }
 
   // Polls once; waits up to timeout_ms for events (0: never blocks). Returns events handled
-  // (pollers' work included); *fd_events, when given, is the number of descriptor events.
-  int poll(int timeout_ms, int* fd_events = nullptr);
+  // (pollers' work included); *fd_events, when given, is the number of descriptor events;
+  // *served, the peers' operations among them (note_served(); pollers' work counts whole).
+  int poll(int timeout_ms, int* fd_events = nullptr, int* served = nullptr);
+  // Called by a transport's event handler when the input it handled was a peer's operation
+  // (a one-sided write or read to serve, a message, a rendezvous request): input a passive
+  // side may see more of soon, which is what the background thread's serve spin is for.
+  // Replies to this process's own requests (acknowledgements, read responses) are not: the
+  // application thread that posted them waits and polls for them itself (or is busy posting
+  // more), and a background thread that spun after each acknowledgement of a write stream
+  // took a third of a CPU from the two copying threads on a 2-core host (docs/performance.md).
+  static void note_served() noexcept;
   // Drives progress until the request completes or the deadline (CLOCK_MONOTONIC ns) passes.
   Status wait(RequestState& request, int64_t deadline_ns);
   void wake();  // interrupts a blocked poll
@@ -138,9 +148,9 @@ class ProgressEngine {
  private:
   explicit ProgressEngine(const Options& options);
   void background_loop();
-  // Polls after a blocked poll handled input, until serve_spin_us pass without any, end_ns
-  // comes, the engine stops, or: `req` completes (a waiter), or a waiter arrives (the
-  // background thread, req == nullptr).
+  // Polls after a blocked poll handled input (the background thread: served a peer's
+  // operation), until serve_spin_us pass without more, end_ns comes, the engine stops, or:
+  // `req` completes (a waiter), or a waiter arrives (the background thread, req == nullptr).
   void serve_spin(const RequestState* req, int64_t end_ns);
   void refresh_crowded();
   int run_pollers();

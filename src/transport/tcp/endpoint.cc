@@ -384,6 +384,10 @@ void TcpEndpoint::start_cts(Connection* c, detail::PostedRecv recv, const detail
 
 void TcpEndpoint::on_header(Connection& c, RxSink& sink) {
   const FrameHeader& h = sink.hdr;
+  // The peer's operations, as opposed to replies to ours (kWriteAck, kCts, kReadResp): only
+  // they make a woken thread poll on for the next one (ProgressEngine::note_served).
+  if (h.type != FrameType::kWriteAck && h.type != FrameType::kCts && h.type != FrameType::kReadResp)
+    detail::ProgressEngine::note_served();
   switch (h.type) {
     case FrameType::kWrite:
     case FrameType::kWriteImm: {
