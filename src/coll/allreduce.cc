@@ -109,6 +109,14 @@ Status allreduce_ring(Call& c, const void* send, void* recv, size_t count) {
     into.push_back(c.isend(right, ptr_of(block) + k * chunk, len_of(bytes_of(block), k), ring_tag(step, k)));
   };
 
+  auto post_ag_recvs = [&](int s) -> Status {
+    for (Request& q : rs_sends[s]) PODNET_RETURN_IF_ERROR(c.wait_send(q, right));
+    const int b = mod(r - s);
+    for (size_t k = 0; k < chunks_of(bytes_of(b)); ++k)
+      ag_recvs[s].push_back(c.irecv(left, ptr_of(b) + k * chunk, len_of(bytes_of(b), k), ring_tag(n + s, k)));
+    return {};
+  };
+
   // Reduce-scatter.
   post_rs_recvs(0);
   for (size_t k = 0; k < chunks_of(bytes_of(r)); ++k)
@@ -116,6 +124,11 @@ Status allreduce_ring(Call& c, const void* send, void* recv, size_t count) {
   for (int s = 0; s < steps; ++s) {
     // The other buffer is free: every chunk of step s-1 has been reduced.
     if (s + 1 < steps) post_rs_recvs(s + 1);
+    // The left neighbour finishes block r in this same last step and starts the allgather
+    // with it chunk by chunk: its receives must be posted now, or those chunks arrive before
+    // them and are copied twice (into the unexpected queue, then into place). Step 0's
+    // sends, which read block r in place, were done long ago.
+    if (s == steps - 1 && steps > 1) PODNET_RETURN_IF_ERROR(post_ag_recvs(0));
     const int rb = mod(r - s - 1);
     const size_t bytes = bytes_of(rb);
     for (size_t k = 0; k < chunks_of(bytes); ++k) {
@@ -134,14 +147,7 @@ Status allreduce_ring(Call& c, const void* send, void* recv, size_t count) {
   }
 
   // Allgather.
-  auto post_ag_recvs = [&](int s) -> Status {
-    for (Request& q : rs_sends[s]) PODNET_RETURN_IF_ERROR(c.wait_send(q, right));
-    const int b = mod(r - s);
-    for (size_t k = 0; k < chunks_of(bytes_of(b)); ++k)
-      ag_recvs[s].push_back(c.irecv(left, ptr_of(b) + k * chunk, len_of(bytes_of(b), k), ring_tag(n + s, k)));
-    return {};
-  };
-  PODNET_RETURN_IF_ERROR(post_ag_recvs(0));
+  if (ag_recvs[0].empty()) PODNET_RETURN_IF_ERROR(post_ag_recvs(0));
   for (int s = 0; s < steps; ++s) {
     if (s + 1 < steps) PODNET_RETURN_IF_ERROR(post_ag_recvs(s + 1));
     const int b = mod(r - s);
