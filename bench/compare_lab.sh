@@ -34,6 +34,9 @@ Options:
   --iters N          timed calls per size below 1 MiB (default 10); warm-up --warmup (2)
   --big-iters N      timed calls per size from 1 MiB (default 3); warm-up --big-warmup (1)
   --quick            --max 16M --iters 5 --big-iters 2 (a few minutes)
+  --repeats N        run every sweep N times, the tools interleaved (podnet, Open MPI, Gloo, then
+                     again); the table shows each tool's median per size (default 1; a shared
+                     machine drifts between phases of a long run: 3 evens that out)
   --slow-host HOST   the host to slow down (default: the middle one, h<N/2>)
   --slow-factor F    how much slower (default 4)
   --no-outlier       skip the all-pairs part; --no-mpi, --no-gloo: skip that anchor
@@ -54,7 +57,7 @@ USAGE
 die() { echo "compare_lab.sh: $*" >&2; exit 1; }
 
 hosts_list="4 8"; rate=1gbit; colls="allreduce allgather reduce_scatter alltoall"
-min_arg=1K; max_arg=256M; iters=10; warmup=2; big_iters=3; big_warmup=1
+min_arg=1K; max_arg=256M; iters=10; warmup=2; big_iters=3; big_warmup=1; repeats=1
 slow_host=""; slow_factor=4; outlier=1; use_mpi=1; use_gloo=1
 name_prefix="cmplab$$"; json_out=""; podnet_arg="${PODNET:-}"; podnet_env=()
 while [[ $# -gt 0 ]]; do
@@ -69,6 +72,7 @@ while [[ $# -gt 0 ]]; do
     --big-iters) big_iters="$2"; shift 2 ;;
     --big-warmup) big_warmup="$2"; shift 2 ;;
     --quick) max_arg=16M; iters=5; big_iters=2; shift ;;
+    --repeats) repeats="$2"; shift 2 ;;
     --slow-host) slow_host="$2"; shift 2 ;;
     --slow-factor) slow_factor="$2"; shift 2 ;;
     --no-outlier) outlier=0; shift ;;
@@ -93,6 +97,7 @@ for c in $colls; do
 done
 for n in $hosts_list; do [[ "$n" =~ ^[0-9]+$ && $n -ge 2 ]] || { echo "bad host count $n" >&2; exit 2; }; done
 [[ "$slow_factor" =~ ^[1-9][0-9]*$ ]] || { echo "bad --slow-factor $slow_factor" >&2; exit 2; }
+[[ "$repeats" =~ ^[1-9][0-9]*$ ]] || { echo "bad --repeats $repeats" >&2; exit 2; }
 [[ $(id -u) -eq 0 ]] || die "needs root (podnet lab creates network namespaces)"
 
 podnet_arg=$(find_podnet "$root" "$podnet_arg") || exit 1
@@ -204,7 +209,7 @@ echo "# compare_lab: $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg
   "(pml ob1, btl tcp,self on eth0); Gloo $( ((use_gloo)) && dpkg-query -W -f='${Version}' libgloo-dev 2>/dev/null || echo 'not used')"
 echo "# hosts: $hosts_list; links: $rate each way, MTU 1500, one rail (podnet lab up --hosts N --rate $rate);" \
   "one rank per host; sizes $min .. $max B x4; iters $iters (warm-up $warmup) below 1 MiB," \
-  "$big_iters (warm-up $big_warmup) from 1 MiB"
+  "$big_iters (warm-up $big_warmup) from 1 MiB; repeats $repeats (tools interleaved; medians)"
 [[ ${#podnet_env[@]} -eq 0 ]] || echo "# podnet ranks also get: ${podnet_env[*]} (not podnet's defaults)"
 rate_bps=0
 for n in $hosts_list; do
@@ -212,9 +217,11 @@ for n in $hosts_list; do
   "$podnet" lab up --name "$lab" --hosts "$n" --rate "$rate" >/dev/null || die "podnet lab up failed"
   labs+=("$lab")
   rate_bps=$("$podnet" lab status --name "$lab" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["rate_bps"])')
+  for ((rep = 1; rep <= repeats; rep++)); do
   for c in $colls; do
     for rg in "${ranges[@]}"; do
       read -r lo hi it wu <<<"$rg"
+      [[ $repeats -eq 1 ]] || echo "# repeat $rep of $repeats" >&2
       echo "# $n hosts, $c $lo..$hi B: podnet" >&2
       run_podnet "$lab" "$n" "$c" "$lo" "$hi" "$it" "$wu"
       if [[ $use_mpi -eq 1 ]]; then echo "# $n hosts, $c $lo..$hi B: Open MPI" >&2; run_mpi "$lab" "$n" "$c" "$lo" "$hi" "$it" "$wu"; fi
@@ -226,6 +233,7 @@ for n in $hosts_list; do
         done
       fi
     done
+  done
   done
   if [[ $outlier -eq 1 && $n -eq $largest ]]; then
     slow_bps=$((rate_bps / slow_factor))
@@ -266,8 +274,13 @@ for d in raw:
         keys.append(k)
     name = d["tool"] if d["tool"] != "gloo" else "gloo_" + d["algo"].replace("allreduce_", "")
     f = link_frac(d)
-    if f is not None: t[k][name] = max(f, t[k].get(name, 0))
+    if f is not None: t[k].setdefault(name, []).append(f)
     if d["tool"] == "podnet": t[k]["_algo"] = d["algo"]
+def median(xs):  # of the repeats (--repeats); the upper middle of an even count
+    xs = sorted(xs)
+    return xs[len(xs) // 2]
+for v in t.values():
+    for name in [n for n in v if not n.startswith("_")]: v[name] = median(v[name])
 order = {"allreduce": 0, "allgather": 1, "reduce_scatter": 2, "alltoall": 3}
 keys.sort(key=lambda k: (k[0], order.get(k[1], 9), k[2]))
 def hsize(b):
