@@ -225,6 +225,12 @@ TEST_F(LabTest, P2pAndEveryCollectiveAcrossFourHosts) {
   ASSERT_EQ(o.exit_code, 0) << describe(o);
   EXPECT_NE(o.out.find("Out of bounds values : 0 OK"), std::string::npos) << o.out;
   for (int r = 0; r < 4; ++r) EXPECT_NE(o.out.find("on " + ns(r)), std::string::npos) << o.out;
+  // Large alltoall blocks on slow links go one peer per step (the tuner's slow-link choice).
+  o = podnet({"run", "--lab", name_, "-n", "4", "--timeout", "50", "--", podnet_bin(), "bench", "coll", "alltoall",
+              "-b", "2M", "-e", "2M", "-w", "1", "-n", "2", "-c", "1"});
+  ASSERT_EQ(o.exit_code, 0) << describe(o);
+  EXPECT_NE(o.out.find("Out of bounds values : 0 OK"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("pairwise"), std::string::npos) << o.out;
   // The traffic went over the lab's links.
   json after = status();
   for (int h = 0; h < 4; ++h)
