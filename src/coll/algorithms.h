@@ -105,6 +105,10 @@ inline size_t ring_chunk(size_t max_block, size_t es) {
   chunk = std::max<size_t>(chunk, (max_block + 255) / 256);
   return (chunk + es - 1) / es * es;
 }
+// How many chunks of `chunk` bytes carry `bytes` (one, empty, for nothing), and the length
+// of chunk k.
+inline size_t chunks_in(size_t bytes, size_t chunk) { return bytes == 0 ? 1 : (bytes + chunk - 1) / chunk; }
+inline size_t chunk_len(size_t bytes, size_t chunk, size_t k) { return std::min(chunk, bytes - std::min(bytes, k * chunk)); }
 // The tag of chunk k (< 256, see ring_chunk) of a pipelined ring's step.
 inline uint32_t ring_tag(int step, size_t k) { return static_cast<uint32_t>(step << 8 | static_cast<int>(k)); }
 

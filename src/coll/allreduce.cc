@@ -95,8 +95,8 @@ Status allreduce_ring(Call& c, const void* send, void* recv, size_t count) {
   auto bytes_of = [&](int b) { return block_cnt(count, n, b) * es; };
   auto ptr_of = [&](int b) { return B(recv) + block_off(count, n, b) * es; };
   auto input_of = [&](int b) { return static_cast<const std::byte*>(send) + block_off(count, n, b) * es; };
-  auto chunks_of = [&](size_t bytes) { return bytes == 0 ? size_t{1} : (bytes + chunk - 1) / chunk; };
-  auto len_of = [&](size_t bytes, size_t k) { return std::min(chunk, bytes - std::min(bytes, k * chunk)); };
+  auto chunks_of = [&](size_t bytes) { return chunks_in(bytes, chunk); };
+  auto len_of = [&](size_t bytes, size_t k) { return chunk_len(bytes, chunk, k); };
   const int steps = n - 1;
 
   std::vector<std::vector<Request>> rs_sends(steps), ag_sends(steps), rs_recvs(steps), ag_recvs(steps);
@@ -127,7 +127,8 @@ Status allreduce_ring(Call& c, const void* send, void* recv, size_t count) {
     // The left neighbour finishes block r in this same last step and starts the allgather
     // with it chunk by chunk: its receives must be posted now, or those chunks arrive before
     // them and are copied twice (into the unexpected queue, then into place). Step 0's
-    // sends, which read block r in place, were done long ago.
+    // sends, which read block r in place, were done long ago (unless step 0 is the last:
+    // two ranks post them after the loop, not to wait for the sends just posted).
     if (s == steps - 1 && steps > 1) PODNET_RETURN_IF_ERROR(post_ag_recvs(0));
     const int rb = mod(r - s - 1);
     const size_t bytes = bytes_of(rb);
@@ -147,7 +148,7 @@ Status allreduce_ring(Call& c, const void* send, void* recv, size_t count) {
   }
 
   // Allgather.
-  if (ag_recvs[0].empty()) PODNET_RETURN_IF_ERROR(post_ag_recvs(0));
+  if (steps == 1) PODNET_RETURN_IF_ERROR(post_ag_recvs(0));
   for (int s = 0; s < steps; ++s) {
     if (s + 1 < steps) PODNET_RETURN_IF_ERROR(post_ag_recvs(s + 1));
     const int b = mod(r - s);

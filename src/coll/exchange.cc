@@ -58,8 +58,8 @@ Status allgather_ring_pipelined(Call& c, const void* send, void* recv, size_t co
   const size_t es = c.esize(), bytes = count * es;
   std::byte* own = B(recv) + r * bytes;
   if (own != send) std::memmove(own, send, bytes);  // the input may overlap its place in the output
-  const size_t chunk = ring_chunk(bytes, es), nchunks = (bytes + chunk - 1) / chunk;
-  auto len_of = [&](size_t k) { return std::min(chunk, bytes - k * chunk); };
+  const size_t chunk = ring_chunk(bytes, es), nchunks = chunks_in(bytes, chunk);
+  auto len_of = [&](size_t k) { return chunk_len(bytes, chunk, k); };
   std::vector<std::vector<Request>> recvs(n - 1), sends(n - 1);
   auto post_recvs = [&](int s) {  // one step ahead: the matcher's queue stays short
     std::byte* block = B(recv) + mod(r - s - 1, n) * bytes;
@@ -193,8 +193,8 @@ Status reduce_scatter_ring(Call& c, const void* send, void* recv, size_t count, 
   }
   const int right = mod(r + 1, n), left = mod(r - 1, n), steps = n - 1;
   const size_t chunk = pipelined ? ring_chunk(bytes, es) : std::max<size_t>(bytes, 1);
-  const size_t nchunks = bytes == 0 ? 1 : (bytes + chunk - 1) / chunk;
-  auto len_of = [&](size_t k) { return std::min(chunk, bytes - std::min(bytes, k * chunk)); };
+  const size_t nchunks = chunks_in(bytes, chunk);
+  auto len_of = [&](size_t k) { return chunk_len(bytes, chunk, k); };
   std::byte* work = c.scratch(bytes * n, 0);
   std::byte* tmp[2] = {c.scratch(bytes, 1), c.scratch(bytes, 2)};
   // The result goes straight to recv unless recv lies inside the input anywhere but on this
