@@ -14,6 +14,10 @@
 #                                          (default): nothing bound (podnet run --bind-to
 #                                          none); core: perftest's server and client pinned to
 #                                          the two CPUs `podnet run` binds its ranks to
+#                          [--repeats N]   run every measurement N times, the tools interleaved
+#                                          (perftest, then podnet, per measurement and round);
+#                                          the table shows each tool's median and range
+#                                          (default 1; under emulation one round swings +-50 %)
 # Exit status: 0 when every measurement ran (a report, targets met or not); 1 on an error.
 set -euo pipefail
 
@@ -27,6 +31,7 @@ bw_iters=500
 lat_iters=1000
 qps_list="1"
 bind=none
+repeats=1
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --podnet) podnet=$2; shift ;;
@@ -36,12 +41,14 @@ while [[ $# -gt 0 ]]; do
     --iters) bw_iters=$2; lat_iters=$((2 * $2)); shift ;;
     --qps) qps_list=$2; shift ;;
     --bind) bind=$2; shift ;;
-    -h|--help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --repeats) repeats=$2; shift ;;
+    -h|--help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "compare_verbs: unknown option '$1'" >&2; exit 2 ;;
   esac
   shift
 done
 [[ "$bind" == none || "$bind" == core ]] || { echo "compare_verbs: --bind must be none or core, got '$bind'" >&2; exit 2; }
+[[ "$repeats" =~ ^[1-9][0-9]*$ ]] || { echo "compare_verbs: --repeats must be a positive integer, got '$repeats'" >&2; exit 2; }
 # pin INDEX: process INDEX of 2 on the CPU podnet run gives rank INDEX (--bind core), else nothing.
 pin() { [[ "$bind" == core ]] && pin_to "$1" 2; return 0; }
 for t in ib_write_bw ib_read_bw ib_send_lat ib_write_lat python3; do
@@ -73,28 +80,41 @@ podnet_p2p() {
   sed -n 's/^\[0\] //p' "$work/$name.raw" >"$work/$name.json"
 }
 
-for qps in $qps_list; do
-  for size in 65536 1048576; do
-    n=$bw_iters; [[ $size -gt 65536 ]] && n=$((bw_iters / 5))
-    perftest ib_write_bw -s "$size" -n "$n" -q "$qps" >/dev/null
-    mv "$work/ib_write_bw.txt" "$work/pt_write_${size}_q$qps.txt"
-    perftest ib_read_bw -s "$size" -n "$n" -q "$qps" >/dev/null
-    mv "$work/ib_read_bw.txt" "$work/pt_read_${size}_q$qps.txt"
-    podnet_p2p "pn_write_${size}_q$qps" -o write -m bw -s "$size" -n "$n" -t 128
-    podnet_p2p "pn_read_${size}_q$qps" -o read -m bw -s "$size" -n "$n" -t 128
+for ((rep = 1; rep <= repeats; rep++)); do
+  [[ $repeats -gt 1 ]] && echo "compare_verbs: round $rep of $repeats" >&2
+  for qps in $qps_list; do
+    for size in 65536 1048576; do
+      n=$bw_iters; [[ $size -gt 65536 ]] && n=$((bw_iters / 5))
+      perftest ib_write_bw -s "$size" -n "$n" -q "$qps" >/dev/null
+      mv "$work/ib_write_bw.txt" "$work/pt_write_${size}_q${qps}_r$rep.txt"
+      podnet_p2p "pn_write_${size}_q${qps}_r$rep" -o write -m bw -s "$size" -n "$n" -t 128
+      perftest ib_read_bw -s "$size" -n "$n" -q "$qps" >/dev/null
+      mv "$work/ib_read_bw.txt" "$work/pt_read_${size}_q${qps}_r$rep.txt"
+      podnet_p2p "pn_read_${size}_q${qps}_r$rep" -o read -m bw -s "$size" -n "$n" -t 128
+    done
   done
+  qps=1
+  # podnet's default wait (spin, then sleep on the completion channel); PODNET_BUSY_POLL=1
+  # polls like perftest but, in a 2-vCPU VM, starves rxe's kernel threads (8.6x worse in one run).
+  perftest ib_send_lat -s 8 -n "$lat_iters" >/dev/null
+  mv "$work/ib_send_lat.txt" "$work/ib_send_lat_r$rep.txt"
+  podnet_p2p "pn_send_lat_r$rep" -o send -m lat -s 8 -n "$lat_iters"
+  perftest ib_write_lat -s 8 -n "$lat_iters" >/dev/null
+  mv "$work/ib_write_lat.txt" "$work/ib_write_lat_r$rep.txt"
+  podnet_p2p "pn_wn_lat_r$rep" -o write_notify -m lat -s 8 -n "$lat_iters"
 done
-qps=1
-perftest ib_send_lat -s 8 -n "$lat_iters" >/dev/null
-perftest ib_write_lat -s 8 -n "$lat_iters" >/dev/null
-# podnet's default wait (spin 50 us, then sleep on the completion channel); PODNET_BUSY_POLL=1
-# polls like perftest but, in a 2-vCPU VM, starves rxe's kernel threads (8.6x worse in one run).
-podnet_p2p pn_send_lat -o send -m lat -s 8 -n "$lat_iters"
-podnet_p2p pn_wn_lat -o write_notify -m lat -s 8 -n "$lat_iters"
 
-python3 - "$work" "$device" "$gid" "$qps_list" "$bind" <<'EOF' | tee "${out:-/dev/null}"
+python3 - "$work" "$device" "$gid" "$qps_list" "$bind" "$repeats" <<'EOF' | tee "${out:-/dev/null}"
 import json, os, re, sys, datetime
 work, device, gid, qps_list, bind = sys.argv[1:6]
+repeats = int(sys.argv[6])
+def median(vals):
+    # The middle value; of an even count the upper middle one (a measured value, not a mean).
+    v = sorted(vals)
+    return v[len(v) // 2] if v else None
+def rounds(get, name, *args):
+    """Every round's value of one measurement (rounds without a value are left out)."""
+    return [x for x in (get(f"{name}_r{k}", *args) for k in range(1, repeats + 1)) if x is not None]
 def perftest(name, col):
     # the client's result row: first field the size, then iterations and the figures
     try:
@@ -118,30 +138,44 @@ for q in qps_list.split():
         for op in ("write", "read"):
             # BW average in MB/sec, MB = 2^20 bytes (perftest's format_factor): 4 significant
             # digits where --report_gbits gives 0.29 Gb/s, a 2 % step.
-            pt = perftest(f"pt_{op}_{size}_q{q}.txt", 3)
-            rate = perftest(f"pt_{op}_{size}_q{q}.txt", 4)         # MsgRate [Mpps]
-            if pt is not None:
+            pts = []
+            for k in range(1, repeats + 1):
+                name = f"pt_{op}_{size}_q{q}_r{k}.txt"
+                pt, rate = perftest(name, 3), perftest(name, 4)     # MsgRate [Mpps]
+                if pt is None:
+                    continue
                 pt = pt * 1048576 * 8 / 1e9
                 if rate and rate >= 1e-4 and abs(pt / (rate * size * 8 / 1e3) - 1) > 0.05:
                     sys.exit(f"compare_verbs: perftest's MB/sec and MsgRate disagree for {op} {size}: units changed?")
-            pn = podnet(f"pn_{op}_{size}_q{q}", "bw_gbits_per_s")
+                pts.append(pt)
+            pns = rounds(podnet, f"pn_{op}_{size}_q{q}", "bw_gbits_per_s")
             qp = "" if q == "1" else f", {q} QPs"
             rows.append((f"{op} bandwidth {size} B{qp} [Gb/s]", f"ib_{op}_bw" + ("" if q == "1" else f" -q {q}"),
-                         pt, pn, "bw"))
+                         pts, pns, "bw"))
 for tool, name, pnname in (("ib_send_lat", "send", "pn_send_lat"), ("ib_write_lat", "write_notify", "pn_wn_lat")):
-    pt = perftest(f"{tool}.txt", 4)                        # t_typical [usec]
-    pn = podnet(pnname, "t_typical_us")
-    rows.append((f"{name} latency 8 B, typical [us]", tool, pt, pn, "lat"))
+    pts = [x for x in (perftest(f"{tool}_r{k}.txt", 4) for k in range(1, repeats + 1)) if x is not None]  # t_typical [usec]
+    pns = rounds(podnet, pnname, "t_typical_us")
+    rows.append((f"{name} latency 8 B, typical [us]", tool, pts, pns, "lat"))
 print(f"# podnet verbs vs perftest, {datetime.datetime.now():%Y-%m-%d %H:%M}, device {device} GID index {gid}")
 print(f"# same device, same run, same placement (--bind {bind}); bandwidth target >= 0.90x, latency target <= 1.10x")
+if repeats > 1:
+    print(f"# {repeats} rounds, the tools interleaved; each figure is the tool's median over the rounds"
+          " (ranges below the table); ratio = podnet median / perftest median")
 print(f"# {'measurement':42} {'perftest tool':18} {'perftest':>10} {'podnet':>10} {'ratio':>7}  target")
-for label, tool, pt, pn, kind in rows:
+ranges = []
+for label, tool, pts, pns, kind in rows:
+    pt, pn = median(pts), median(pns)
+    if repeats > 1:
+        span = lambda v: "n/a" if not v else f"{min(v):.3f}-{max(v):.3f} ({len(v)} rounds)"
+        ranges.append(f"#   {label}: perftest {span(pts)}, podnet {span(pns)}")
     ratio = pn / pt if pt and pn else None
     ok = None if ratio is None else (ratio >= 0.9 if kind == "bw" else ratio <= 1.1)
     fmt = lambda v: "n/a" if v is None else f"{v:.3f}"
     verdict = "n/a" if ok is None else ("met" if ok else "MISSED")
     print(f"  {label:42} {tool:18} {fmt(pt):>10} {fmt(pn):>10} {fmt(ratio):>7}  {verdict}")
+for line in ranges:
+    print(line)
 EOF
 echo "# raw outputs:"
-for f in "$work"/pt_*.txt "$work"/ib_*_lat.txt; do echo "## $(basename "$f")"; tail -4 "$f"; done
+for f in "$work"/pt_*.txt "$work"/ib_*_lat_r*.txt; do echo "## $(basename "$f")"; tail -4 "$f"; done
 for f in "$work"/pn_*.raw; do echo "## $(basename "$f")"; grep -v '^\[1\]' "$f" | tail -25; done

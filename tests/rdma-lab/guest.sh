@@ -86,10 +86,11 @@ fi
 
 if has compare; then
   # Both placements, the same for both tools each time: unbound, then pinned to two CPUs.
-  run_suite compare_verbs 600 env PODNET_LAB_GID_INDEX="$gid_index" "$src/bench/compare_verbs.sh" \
-    --podnet "$podnet" --out "$out/compare.txt" --qps "1 4" --bind none
-  run_suite compare_verbs_pinned 600 env PODNET_LAB_GID_INDEX="$gid_index" "$src/bench/compare_verbs.sh" \
-    --podnet "$podnet" --out "$out/compare-pinned.txt" --qps 1 --bind core
+  # Three interleaved rounds each, medians: one round under emulation swings +-50 %.
+  run_suite compare_verbs 900 env PODNET_LAB_GID_INDEX="$gid_index" "$src/bench/compare_verbs.sh" \
+    --podnet "$podnet" --out "$out/compare.txt" --qps "1 4" --bind none --repeats 3
+  run_suite compare_verbs_pinned 900 env PODNET_LAB_GID_INDEX="$gid_index" "$src/bench/compare_verbs.sh" \
+    --podnet "$podnet" --out "$out/compare-pinned.txt" --qps 1 --bind core --repeats 3
 fi
 
 exec_script=$(cmdline exec)
