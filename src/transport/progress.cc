@@ -22,6 +22,8 @@ namespace {
 // The background thread stays out of epoll this long after the last waiter left, so a
 // ping-pong loop that waits again right away does not have to kick it out every time.
 constexpr int64_t kParkGraceNs = 2'000'000;
+// note_active() refreshes the grace at most this often.
+constexpr int64_t kActiveNoteNs = 100'000;
 // A blocked waiter re-checks its request at least this often.
 constexpr int kBlockSliceMs = 5;
 // A spinning waiter on a host with a CPU per runnable thread yields this rarely: a yield is
@@ -168,6 +170,13 @@ thread_local uint64_t t_served = 0;
 }  // namespace
 
 void ProgressEngine::note_served() noexcept { ++t_served; }
+
+void ProgressEngine::note_active() noexcept {
+  // Written at most every kActiveNoteNs: the background thread reads this line.
+  const int64_t now = now_ns();
+  if (now - fg_last_exit_ns_.load(std::memory_order_relaxed) > kActiveNoteNs)
+    fg_last_exit_ns_.store(now, std::memory_order_release);
+}
 
 int ProgressEngine::poll(int timeout_ms, int* fd_events, int* served) {
   flush_deferred();  // held output from earlier turns leaves before anything else is read

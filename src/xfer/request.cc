@@ -17,7 +17,10 @@ bool Request::done() const noexcept { return state_ && state_->done(); }
 
 Status Request::wait(std::chrono::nanoseconds timeout) {
   if (!state_) return Status::InvalidArgument("wait on an invalid request");
-  if (state_->done()) return state_->status();
+  if (state_->done()) {
+    if (detail::ProgressEngine* e = state_->engine()) e->note_active();
+    return state_->status();
+  }
   int64_t deadline = now_ns() + timeout.count();
   if (timeout.count() < 0 || deadline < 0) deadline = INT64_MAX;
   return state_->engine()->wait(*state_, deadline);
