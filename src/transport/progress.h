@@ -141,9 +141,10 @@ class ProgressEngine {
   static void note_served() noexcept;
   // Drives progress until the request completes or the deadline (CLOCK_MONOTONIC ns) passes.
   Status wait(RequestState& request, int64_t deadline_ns);
-  // An application thread found a request already complete (Request::wait returned at once):
-  // it is driving this engine between its posts, so the background thread stays parked as
-  // after a wait (kParkGraceNs) instead of waking for every reply and taking the CPU from it.
+  // An application thread found a one-sided request already complete (Request::wait returned
+  // at once): it is driving this engine between its posts, so the background thread stays
+  // parked as after a wait (kParkGraceNs) instead of waking for every acknowledgement and
+  // taking the CPU from it. Two-sided requests do not call this (request.cc).
   void note_active() noexcept;
   void wake();  // interrupts a blocked poll
   // Polls that were allowed to block (a timeout other than 0), from any thread.

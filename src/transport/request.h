@@ -10,6 +10,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <string_view>
 
 namespace podnet::detail {
 
@@ -35,6 +36,11 @@ class RequestState {
 
   ProgressEngine* engine() const noexcept { return engine_; }
   const char* op() const noexcept { return op_; }
+  // A write, write_notify or read: completes on the target's reply.
+  bool one_sided() const noexcept {
+    const std::string_view o(op_);
+    return o == "write" || o == "write_notify" || o == "read";
+  }
   uint64_t seq() const noexcept { return seq_; }
 
   // Results, written before complete() and read after done().

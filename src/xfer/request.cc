@@ -18,7 +18,7 @@ bool Request::done() const noexcept { return state_ && state_->done(); }
 Status Request::wait(std::chrono::nanoseconds timeout) {
   if (!state_) return Status::InvalidArgument("wait on an invalid request");
   if (state_->done()) {
-    if (detail::ProgressEngine* e = state_->engine()) e->note_active();
+    if (detail::ProgressEngine* e = state_->engine(); e != nullptr && state_->one_sided()) e->note_active();
     return state_->status();
   }
   int64_t deadline = now_ns() + timeout.count();
