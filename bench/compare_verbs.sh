@@ -115,10 +115,12 @@ def median(vals):
 def rounds(get, name, *args):
     """Every round's value of one measurement (rounds without a value are left out)."""
     return [x for x in (get(f"{name}_r{k}", *args) for k in range(1, repeats + 1)) if x is not None]
+def span(vals):
+    return "n/a" if not vals else f"{min(vals):.3f}-{max(vals):.3f} ({len(vals)} rounds)"
 def perftest(name, col):
-    # the client's result row: first field the size, then iterations and the figures
+    # NAME.txt, the client's result row: first field the size, then iterations and the figures
     try:
-        for line in open(os.path.join(work, name)):
+        for line in open(os.path.join(work, name + ".txt")):
             f = line.split()
             if len(f) > col and re.fullmatch(r"\d+", f[0]) and re.fullmatch(r"\d+", f[1]):
                 v = float(f[col])
@@ -140,7 +142,7 @@ for q in qps_list.split():
             # digits where --report_gbits gives 0.29 Gb/s, a 2 % step.
             pts = []
             for k in range(1, repeats + 1):
-                name = f"pt_{op}_{size}_q{q}_r{k}.txt"
+                name = f"pt_{op}_{size}_q{q}_r{k}"
                 pt, rate = perftest(name, 3), perftest(name, 4)     # MsgRate [Mpps]
                 if pt is None:
                     continue
@@ -153,7 +155,7 @@ for q in qps_list.split():
             rows.append((f"{op} bandwidth {size} B{qp} [Gb/s]", f"ib_{op}_bw" + ("" if q == "1" else f" -q {q}"),
                          pts, pns, "bw"))
 for tool, name, pnname in (("ib_send_lat", "send", "pn_send_lat"), ("ib_write_lat", "write_notify", "pn_wn_lat")):
-    pts = [x for x in (perftest(f"{tool}_r{k}.txt", 4) for k in range(1, repeats + 1)) if x is not None]  # t_typical [usec]
+    pts = rounds(perftest, tool, 4)                        # t_typical [usec]
     pns = rounds(podnet, pnname, "t_typical_us")
     rows.append((f"{name} latency 8 B, typical [us]", tool, pts, pns, "lat"))
 print(f"# podnet verbs vs perftest, {datetime.datetime.now():%Y-%m-%d %H:%M}, device {device} GID index {gid}")
@@ -166,7 +168,6 @@ ranges = []
 for label, tool, pts, pns, kind in rows:
     pt, pn = median(pts), median(pns)
     if repeats > 1:
-        span = lambda v: "n/a" if not v else f"{min(v):.3f}-{max(v):.3f} ({len(v)} rounds)"
         ranges.append(f"#   {label}: perftest {span(pts)}, podnet {span(pns)}")
     ratio = pn / pt if pt and pn else None
     ok = None if ratio is None else (ratio >= 0.9 if kind == "bw" else ratio <= 1.1)
