@@ -144,8 +144,15 @@ class ProgressEngine {
   // An application thread found a one-sided request already complete (Request::wait returned
   // at once): it is driving this engine between its posts, so the background thread stays
   // parked as after a wait (kParkGraceNs) instead of waking for every acknowledgement and
-  // taking the CPU from it. Two-sided requests do not call this (request.cc).
+  // taking the CPU from it. Two-sided requests do not call this (request.cc). Request::test()
+  // and Context::progress() call it before they poll: their caller drives progress itself.
   void note_active() noexcept;
+  // An application thread polls once instead of waiting (Context::progress, Request::test):
+  // note_active(), then poll(0).
+  int drive() {
+    note_active();
+    return poll(0);
+  }
   void wake();  // interrupts a blocked poll
   // Polls that were allowed to block (a timeout other than 0), from any thread.
   uint64_t blocking_polls() const noexcept { return blocking_polls_.load(std::memory_order_relaxed); }

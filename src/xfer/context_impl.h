@@ -45,7 +45,9 @@ class ContextImpl final : public Context {
   std::string listen_address() const override { return tcp_->address(); }
   Result<MemoryRegion> register_memory(void* ptr, size_t len, Access access) override;
   Result<std::shared_ptr<Endpoint>> connect(std::string_view peer_address) override;
-  void progress() override { engine_->poll(0); }
+  // A caller that polls drives progress itself: the background thread stays parked meanwhile
+  // (as while a thread waits), instead of competing with it for the CPU and the completions.
+  void progress() override { engine_->drive(); }
 
  private:
   ContextImpl() = default;

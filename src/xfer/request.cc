@@ -9,7 +9,7 @@ namespace podnet {
 bool Request::test() {
   if (!state_) return false;
   if (state_->done()) return true;
-  if (state_->engine()) state_->engine()->poll(0);
+  if (detail::ProgressEngine* e = state_->engine()) e->drive();  // the background thread stays parked
   return state_->done();
 }
 

@@ -6,8 +6,10 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <thread>
 
 #include <podnet/xfer.h>
@@ -55,9 +57,12 @@ class CountingFd : public EventHandler {
     if (read(fd, &v, sizeof v) != sizeof v) return;
     if (peer_operation_) ProgressEngine::note_served();
     handled.fetch_add(1);
+    if (t_app_thread) handled_by_app.fetch_add(1);
   }
   const int fd;
   std::atomic<int> handled{0};
+  std::atomic<int> handled_by_app{0};  // by a thread that set t_app_thread
+  static inline thread_local bool t_app_thread = false;
 
  private:
   const bool peer_operation_;
@@ -144,26 +149,30 @@ TEST(ProgressEngine, TheBackgroundThreadPollsOnAfterAPeersOperationButNotAfterAR
 }
 
 // A started engine (its background thread polls while nobody waits) gets 20 replies 5 ms
-// apart while an application thread keeps finding a completed request of kind `op` in
-// Request::wait. Returns how many of them the background thread handled meanwhile; checks
-// that it handles one again once the application thread stops.
-int handled_while_finding_done(const char* op) {
+// apart while an application thread calls `call(engine)` in a loop. Returns how many of them
+// the background thread handled meanwhile and how often it blocked in epoll_wait (woke for
+// an event: a parked thread does neither); checks that it handles one again once the
+// application thread stops.
+struct Background {
+  int handled = 0;
+  uint64_t blocking_polls = 0;
+};
+Background background_while(const std::function<void(ProgressEngine&)>& call) {
   ProgressEngine::Options o;
   auto engine = ProgressEngine::create(o);
   EXPECT_TRUE(engine.ok()) << engine.status().message();
-  if (!engine.ok()) return -1;
+  if (!engine.ok()) return {-1, 0};
   auto& e = **engine;
   CountingFd fd(/*peer_operation=*/false);
   EXPECT_TRUE(e.add(fd.fd, EPOLLIN, &fd).ok());
   e.start();
   std::this_thread::sleep_for(std::chrono::milliseconds(700));  // past the start-up rechecks
-  auto state = make_request(&e, op, 1);
-  state->complete(Status::Ok());
-  Request done(state);
+  const uint64_t blocking_before = e.blocking_polls();
   std::atomic<bool> active{true};
   std::thread app([&] {
+    CountingFd::t_app_thread = true;
     while (active.load()) {
-      EXPECT_TRUE(done.wait(std::chrono::seconds(1)).ok());
+      call(e);
       std::this_thread::yield();  // a posting thread between its calls; a sleep here could
                                   // outlast the grace on an emulated CPU
     }
@@ -175,6 +184,7 @@ int handled_while_finding_done(const char* op) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   const int while_active = fd.handled.load();
+  const Background in_background{while_active - fd.handled_by_app.load(), e.blocking_polls() - blocking_before};
   active = false;
   app.join();
   // Once the application stops, the background thread takes over within the grace (2 ms)
@@ -186,7 +196,28 @@ int handled_while_finding_done(const char* op) {
   EXPECT_GT(fd.handled.load(), while_active) << "the background thread did not resume after the application stopped";
   e.stop();
   e.remove(fd.fd, &fd);
-  return while_active;
+  return in_background;
+}
+
+// The least of up to three runs of `measure` (stops at the first at or below `bound`): on a
+// host busy with other tests the application thread can be descheduled past the grace
+// (2 ms), and the background thread then rightly takes over; that only ever adds. Without
+// the rule under test every run is far above the bound.
+template <typename F>
+uint64_t least_of_three(uint64_t bound, F measure) {
+  uint64_t best = measure();
+  for (int i = 1; i < 3 && best > bound; ++i) best = std::min<uint64_t>(best, measure());
+  return best;
+}
+
+// ... while the application thread keeps finding a completed request of kind `op` in
+// Request::wait.
+int handled_while_finding_done(const char* op) {
+  return background_while([op](ProgressEngine& e) {
+           auto state = make_request(&e, op, 1);
+           state->complete(Status::Ok());
+           EXPECT_TRUE(Request(state).wait(std::chrono::seconds(1)).ok());
+         }).handled;
 }
 
 TEST(ProgressEngine, TheBackgroundThreadStaysParkedWhileTheApplicationFindsItsOneSidedRequestsDone) {
@@ -199,11 +230,32 @@ TEST(ProgressEngine, TheBackgroundThreadStaysParkedWhileTheApplicationFindsItsOn
   // grace between two of the thread's calls, when a loaded host deschedules it: 0 here and in
   // the soft-RoCE VM (four runs each); a first form that slept between the calls saw 6 and 11
   // there, whose emulated CPUs run everything several times slower. The bound is half.
-  EXPECT_LE(handled_while_finding_done("write"), 10);
-  EXPECT_LE(handled_while_finding_done("read"), 10);
+  EXPECT_LE(least_of_three(10, [] { return handled_while_finding_done("write"); }), 10u);
+  EXPECT_LE(least_of_three(10, [] { return handled_while_finding_done("read"); }), 10u);
   // Two-sided requests keep the old behaviour: a receive found complete says nothing about
   // who drives the engine (collectives were left as they were measured).
   EXPECT_GE(handled_while_finding_done("send"), 15);
+}
+
+// A thread that polls instead of waiting (Request::test on a pending request,
+// Context::progress, which is ProgressEngine::drive) handles the replies itself: the
+// background thread stays parked meanwhile instead of waking for each one and competing
+// with it for the CPU (the bench's write ping-pong watches memory and calls
+// Context::progress; with the background thread awake the soft-RoCE VM read 40-51 us
+// against 29-31 us). Awake, it blocks in epoll_wait at least once per reply (20); parked,
+// it does not at all (0 here); the bound is half.
+TEST(ProgressEngine, TheBackgroundThreadStaysParkedWhileTheApplicationPolls) {
+  EXPECT_LE(least_of_three(10, [] { return background_while([](ProgressEngine& e) { e.drive(); }).blocking_polls; }),
+            10u);
+  EXPECT_LE(least_of_three(10,
+                           [] {
+                             return background_while([](ProgressEngine& e) {
+                                      Request pending(make_request(&e, "recv", 1));
+                                      EXPECT_FALSE(pending.test());
+                                    })
+                                 .blocking_polls;
+                           }),
+            10u);
 }
 
 // An engine whose background thread never started counts the host as crowded (its first
