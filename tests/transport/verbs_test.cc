@@ -9,6 +9,7 @@
 #include "transport/registry.h"
 #include "transport/verbs/verbs.h"
 #include "transport/verbs/send_queue.h"
+#include "transport/verbs/slot_table.h"
 #include "transport/verbs/wire.h"
 
 namespace podnet::testing {
@@ -121,38 +122,53 @@ TEST(VerbsSendQueue, UnsignaledChunksAreHandedBackByTheCompletionThatRetiresThem
   EXPECT_FALSE(sq.needs_flush());
 
   // A stream of 40 chunks, ids 1..40.
+  static_assert(verbs::SendQueueCount::kShallow == 4, "the figures below assume 4");
   std::vector<bool> sig;
   for (uint64_t id = 1; id <= 40; ++id) {
     bool s = sq.want_signal_rdma();
     sig.push_back(s);
     sq.posted(s, s ? 0 : id);
   }
-  EXPECT_TRUE(sig[0]) << "the first of a stream is signaled";
-  EXPECT_FALSE(sig[1]);
-  EXPECT_EQ(std::count(sig.begin(), sig.end(), true), 3) << "chunk 1, then every 16th (17 and 33)";
-  EXPECT_TRUE(sig[16] && sig[32]);
+  EXPECT_TRUE(sig[0] && sig[1] && sig[2] && sig[3]) << "the first four of a stream (a shallow queue) are signaled";
+  EXPECT_FALSE(sig[4]);
+  EXPECT_EQ(std::count(sig.begin(), sig.end(), true), 6) << "chunks 1-4, then every 16th (20 and 36)";
+  EXPECT_TRUE(sig[19] && sig[35]);
   EXPECT_FALSE(sq.needs_flush()) << "signaled chunks are in flight";
 
-  sq.completed(retired);  // chunk 1: nothing before it
+  for (int i = 0; i < 4; ++i) sq.completed(retired);  // chunks 1-4: nothing before them
   EXPECT_TRUE(retired.empty());
-  sq.completed(retired);  // chunk 17 retires 2..16
+  sq.completed(retired);  // chunk 20 retires 5..19
   ASSERT_EQ(retired.size(), 15u);
-  EXPECT_EQ(retired.front(), 2u);
-  EXPECT_EQ(retired.back(), 16u);
+  EXPECT_EQ(retired.front(), 5u);
+  EXPECT_EQ(retired.back(), 19u);
   retired.clear();
   EXPECT_FALSE(sq.needs_flush());
-  sq.completed(retired);  // chunk 33 retires 18..32
+  sq.completed(retired);  // chunk 36 retires 21..35
   ASSERT_EQ(retired.size(), 15u);
-  EXPECT_EQ(retired.front(), 18u);
+  EXPECT_EQ(retired.front(), 21u);
   retired.clear();
-  EXPECT_TRUE(sq.needs_flush()) << "34..40 wait behind nothing signaled";
-  EXPECT_EQ(sq.used(), 7);
+  EXPECT_TRUE(sq.needs_flush()) << "37..40 wait behind nothing signaled";
+  EXPECT_EQ(sq.used(), 4);
   sq.posted(true);  // the flush
   EXPECT_FALSE(sq.needs_flush());
   sq.completed(retired);
-  ASSERT_EQ(retired.size(), 7u);
-  EXPECT_EQ(retired.front(), 34u);
+  ASSERT_EQ(retired.size(), 4u);
+  EXPECT_EQ(retired.front(), 37u);
   EXPECT_EQ(retired.back(), 40u);
+  EXPECT_EQ(sq.used(), 0);
+
+  // One write at a time, each reaped a round trip later (a write ping-pong): the next one is
+  // posted behind the previous, still signaled, so no flush is ever needed.
+  retired.clear();
+  for (uint64_t id = 1; id <= 10; ++id) {
+    bool s = sq.want_signal_rdma();
+    EXPECT_TRUE(s) << "write " << id << " behind one in flight";
+    sq.posted(s, s ? 0 : id);
+    if (id > 1) sq.completed(retired);  // the previous one's completion
+    EXPECT_FALSE(sq.needs_flush());
+  }
+  sq.completed(retired);
+  EXPECT_TRUE(retired.empty());
   EXPECT_EQ(sq.used(), 0);
 
   // PODNET_VERBS_SIGNAL_EVERY=1: every chunk signaled, nothing ever handed back.
@@ -167,11 +183,53 @@ TEST(VerbsSendQueue, UnsignaledChunksAreHandedBackByTheCompletionThatRetiresThem
   EXPECT_FALSE(every.needs_flush());
 
   // Nearly full: a chunk is signaled even behind a signaled one.
-  verbs::SendQueueCount small(4);
-  small.posted(true);
+  verbs::SendQueueCount small(8);
+  for (int i = 0; i < 4; ++i) small.posted(true);
   EXPECT_FALSE(small.want_signal_rdma());
   small.posted(false, 7);
+  EXPECT_FALSE(small.want_signal_rdma());
+  small.posted(false, 8);
   EXPECT_TRUE(small.want_signal_rdma()) << "two slots left";
+}
+
+// The table of operations in flight: ids fit a wr_id, a freed or reused slot's old id finds
+// nothing (a completion after its operation failed), erase resets the entry.
+TEST(VerbsSlotTable, IdsOfFreedSlotsFindNothingAndSlotsAreReused) {
+  verbs::SlotTable<std::shared_ptr<int>> t;
+  auto [a, va] = t.emplace();
+  va = std::make_shared<int>(1);
+  auto [b, vb] = t.emplace();
+  vb = std::make_shared<int>(2);
+  EXPECT_NE(a, 0u);
+  EXPECT_NE(a, b);
+  EXPECT_LT(a, uint64_t{1} << 40) << "an id fits a wr_id's 40 bits (qp.h)";
+  ASSERT_NE(t.find(a), nullptr);
+  EXPECT_EQ(**t.find(a), 1);
+  EXPECT_EQ(**t.find(b), 2);
+  std::weak_ptr<int> held = *t.find(a);
+  t.erase(a);
+  EXPECT_TRUE(held.expired()) << "erase resets the entry";
+  EXPECT_EQ(t.find(a), nullptr);
+  EXPECT_EQ(t.size(), 1u);
+  auto [c, vc] = t.emplace();  // reuses a's slot under a new generation
+  vc = std::make_shared<int>(3);
+  EXPECT_NE(c, a);
+  EXPECT_EQ(c & verbs::SlotTable<int>::kIndexMask, a & verbs::SlotTable<int>::kIndexMask);
+  EXPECT_EQ(t.find(a), nullptr) << "the old id does not reach the new entry";
+  EXPECT_EQ(**t.find(c), 3);
+  t.erase(a);  // stale: nothing happens
+  EXPECT_EQ(t.size(), 2u);
+  EXPECT_EQ(t.find(12345), nullptr);
+  int seen = 0;
+  t.for_each([&](uint64_t id, std::shared_ptr<int>& v) {
+    EXPECT_TRUE(id == b || id == c);
+    seen += *v;
+  });
+  EXPECT_EQ(seen, 5);
+  t.clear();
+  EXPECT_TRUE(t.empty());
+  EXPECT_EQ(t.find(b), nullptr);
+  EXPECT_EQ(t.find(c), nullptr);
 }
 
 // On a host without RDMA the transport says so, and the context leaves verbs out of its

@@ -80,10 +80,9 @@ void VerbsEndpoint::handle(const ibv_wc& wc, Done& done) {
     const char* what = kind == WrKind::kBeat ? "heartbeat" : kind == WrKind::kRecv ? "receive" : "operation";
     Status st = Status::PeerFailed("{}", wc_error(wc, what));
     if (kind == WrKind::kChunk || kind == WrKind::kPull) {
-      auto it = ops_.find(wr_op(wc.wr_id));
-      if (it != ops_.end() && it->second.req) {
+      if (Op* op = ops_.find(wr_op(wc.wr_id)); op != nullptr && op->req) {
         Code code = wc.status == IBV_WC_REM_ACCESS_ERR ? Code::kAccessDenied : Code::kPeerFailed;
-        done.reqs.emplace_back(it->second.req, op_error(*it->second.req, Status(code, st.message())));
+        done.reqs.emplace_back(op->req, op_error(*op->req, Status(code, st.message())));
       }
     }
     fail_locked(st, done);
@@ -119,9 +118,10 @@ void VerbsEndpoint::handle(const ibv_wc& wc, Done& done) {
 }
 
 void VerbsEndpoint::chunk_done(uint64_t wr_id, int lane, Done& done) {
-  auto it = ops_.find(wr_op(wr_id));
-  if (it == ops_.end()) return;  // failed earlier
-  Op& op = it->second;
+  const uint64_t id = wr_op(wr_id);
+  Op* found = ops_.find(id);
+  if (found == nullptr) return;  // failed earlier
+  Op& op = *found;
   if (lane > 0) --op.lane_outstanding;
   if (--op.outstanding > 0 || !op.all_posted) return;
   if (op.pull) {
@@ -134,9 +134,9 @@ void VerbsEndpoint::chunk_done(uint64_t wr_id, int lane, Done& done) {
     fin.id = op.rdv_id;
     replies_.push_back(fin);
   } else {
-    done.reqs.emplace_back(op.req, Status::Ok());
+    done.reqs.emplace_back(std::move(op.req), Status::Ok());
   }
-  ops_.erase(it);
+  ops_.erase(id);
 }
 
 void VerbsEndpoint::on_request_msg(const Msg& m, const std::byte* payload, Done& done) {
@@ -287,8 +287,7 @@ void VerbsEndpoint::start_pull(detail::PostedRecv recv, uint64_t rdv_id, Done& d
     replies_.push_back(fin);
     return;
   }
-  uint64_t id = next_op_++;
-  Op& op = ops_[id];
+  auto [id, op] = ops_.emplace();
   op.pull = true;
   op.mr = *mr;
   op.rdv_id = rdv_id;
@@ -302,8 +301,8 @@ void VerbsEndpoint::pump_pulls() {
   const size_t qps = 1 + serve_lanes_.size();
   while (!pulls_.empty()) {
     PullWork& w = pulls_.front();
-    auto it = ops_.find(w.op_id);
-    if (it == ops_.end()) {
+    Op* op = ops_.find(w.op_id);
+    if (op == nullptr) {
       pulls_.pop_front();
       continue;
     }
@@ -316,11 +315,11 @@ void VerbsEndpoint::pump_pulls() {
       if (!post_rdma(q, IBV_WR_RDMA_READ, make_wr_id(WrKind::kPull, 0, w.op_id), w.laddr + w.posted, w.lkey, n,
                      w.raddr + w.posted, w.rkey, 0))
         return;
-      ++it->second.outstanding;
-      if (lane > 0) ++it->second.lane_outstanding;
+      ++op->outstanding;
+      if (lane > 0) ++op->lane_outstanding;
       w.posted += n;
     }
-    it->second.all_posted = true;
+    op->all_posted = true;
     pulls_.pop_front();
   }
 }
@@ -371,14 +370,14 @@ void VerbsEndpoint::fail_locked(const Status& why, Done& done, bool quiet) {
     done.reqs.emplace_back(p.req, op_error(*p.req, why));
   }
   pending_.clear();
-  for (auto& [id, op] : ops_) {
+  ops_.for_each([&](uint64_t, Op& op) {
     if (op.pull) {
       if (op.mr) ibv_dereg_mr(op.mr);
       done.reqs.emplace_back(op.recv.req, op_error(*op.recv.req, why));
     } else if (op.req) {
       done.reqs.emplace_back(op.req, op_error(*op.req, why));
     }
-  }
+  });
   ops_.clear();
   pulls_.clear();
   for (auto& [id, s] : sends_) {

@@ -222,6 +222,11 @@ void VerbsEndpoint::enqueue(Pending p) {
     std::lock_guard lk(mu_);
     if (!failed_.ok()) {
       done.reqs.emplace_back(p.req, op_error(*p.req, failed_));
+    } else if (connected_ && pending_.empty()) {
+      // Nothing queued ahead (post order is kept): posted now, without a trip through the
+      // FIFO; what does not fit waits there as usual.
+      if (!post_pending(p, done)) pending_.push_back(std::move(p));
+      settle(done);
     } else {
       pending_.push_back(std::move(p));
       pump(done);
@@ -291,9 +296,9 @@ VerbsEndpoint::Req VerbsEndpoint::send(const void* buf, size_t len, uint64_t tag
         pending_.push_back(std::move(p));
         pump(done);
       }
-      done.reqs.emplace_back(r, Status::Ok());  // ignored when an error completed it first
     }
     finish(done);
+    r->complete(Status::Ok());  // the payload was copied; ignored when an error completed it first
     return r;
   }
   auto mr = transport_->mrs().register_buffer(buf, len, IBV_ACCESS_REMOTE_READ);
@@ -425,6 +430,9 @@ bool VerbsEndpoint::post_rdma(QueuePair& q, ibv_wr_opcode opcode, uint64_t wr_id
   wr.num_sge = len > 0 ? 1 : 0;
   wr.opcode = opcode;
   wr.send_flags = signaled ? IBV_SEND_SIGNALED : 0;
+  // A small write goes inline, as perftest's: the payload travels in the work request, so the
+  // device does not fetch it through the local key.
+  if (opcode != IBV_WR_RDMA_READ && len > 0 && len <= q.max_inline()) wr.send_flags |= IBV_SEND_INLINE;
   wr.imm_data = imm_be;
   wr.wr.rdma.remote_addr = raddr;
   wr.wr.rdma.rkey = rkey;
@@ -457,32 +465,33 @@ void VerbsEndpoint::pump(Done& done) {
     while (!replies_.empty() && post_reply(replies_.front())) replies_.pop_front();
     pump_pulls();
   }
-  while (connected_ && !pending_.empty()) {
-    Pending& p = pending_.front();
-    bool handled = false;
-    if (p.kind == Kind::kWrite || p.kind == Kind::kRead) {
-      handled = pump_one_sided(p, done);
-    } else if (p.kind == Kind::kEager) {
-      Msg m;
-      m.type = MsgType::kEager;
-      m.tag = p.tag;
-      m.len = static_cast<uint32_t>(p.payload.size());
-      handled = post_message(m, p.payload.data(), p.payload.size());
-    } else if (p.kind == Kind::kRts) {
-      Msg m;
-      m.type = MsgType::kRts;
-      m.tag = p.tag;
-      m.id = next_rdv_++;
-      m.addr = reinterpret_cast<uint64_t>(p.mr->addr);
-      m.size = p.len;
-      m.rkey = p.mr->rkey;
-      handled = post_message(m, nullptr, 0);
-      if (handled) sends_[m.id] = SendWait{p.req, p.mr};
-      else --next_rdv_;
-    }
-    if (!handled) break;
-    pending_.pop_front();
+  while (connected_ && !pending_.empty() && post_pending(pending_.front(), done)) pending_.pop_front();
+  settle(done);
+}
+
+bool VerbsEndpoint::post_pending(Pending& p, Done& done) {
+  if (p.kind == Kind::kWrite || p.kind == Kind::kRead) return pump_one_sided(p, done);
+  Msg m;
+  m.tag = p.tag;
+  if (p.kind == Kind::kEager) {
+    m.type = MsgType::kEager;
+    m.len = static_cast<uint32_t>(p.payload.size());
+    return post_message(m, p.payload.data(), p.payload.size());
   }
+  m.type = MsgType::kRts;
+  m.id = next_rdv_++;
+  m.addr = reinterpret_cast<uint64_t>(p.mr->addr);
+  m.size = p.len;
+  m.rkey = p.mr->rkey;
+  if (!post_message(m, nullptr, 0)) {
+    --next_rdv_;
+    return false;
+  }
+  sends_[m.id] = SendWait{p.req, p.mr};
+  return true;
+}
+
+void VerbsEndpoint::settle(Done& done) {
   flush_unsignaled();
   if (!post_failed_.ok()) {
     Status st = post_failed_;
@@ -515,10 +524,11 @@ bool VerbsEndpoint::pump_one_sided(Pending& p, Done& done) {
       done.reqs.emplace_back(p.req, Status::Ok());
       return true;
     }
-    p.op_id = next_op_++;
-    ops_[p.op_id].req = p.req;
+    auto [id, fresh] = ops_.emplace();
+    fresh.req = p.req;
+    p.op_id = id;
   }
-  Op& op = ops_[p.op_id];
+  Op& op = *ops_.find(p.op_id);
   const size_t qps = 1 + req_lanes_.size();
   const size_t piece = stripe(p.len, qps);
   const bool imm32 = p.imm <= 0xFFFFFFFFull;

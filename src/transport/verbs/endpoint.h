@@ -47,6 +47,7 @@
 #include "transport/matcher.h"
 #include "transport/transport.h"
 #include "transport/verbs/qp.h"
+#include "transport/verbs/slot_table.h"
 
 namespace podnet::verbs {
 
@@ -176,6 +177,8 @@ class VerbsEndpoint : public detail::TransportEndpoint, public std::enable_share
   void enqueue(Pending p);
   // Posts what the queues and credits allow, in order. With mu_ held.
   void pump(Done& done);
+  bool post_pending(Pending& p, Done& done);  // true when p is done with (posted, or refused)
+  void settle(Done& done);                    // after posting: flushes, and fails on a post error
   bool pump_one_sided(Pending& p, Done& done);
   bool post_message(const Msg& m, const void* payload, size_t len);  // request QP; uses a credit
   bool post_reply(Msg m);                                            // serve QP
@@ -213,11 +216,11 @@ class VerbsEndpoint : public detail::TransportEndpoint, public std::enable_share
   std::deque<Msg> replies_;
   std::deque<PullWork> pulls_;
   std::unordered_map<uint64_t, KeyInfo> keys_;
-  std::unordered_map<uint64_t, Op> ops_;
+  SlotTable<Op> ops_;  // one-sided operations and pulls with work requests in flight (id in wr_id)
   std::unordered_map<uint64_t, SendWait> sends_;    // rendezvous sends waiting for kFin
   std::unordered_map<uint64_t, RtsInfo> rts_;       // announced rendezvous messages
   std::vector<uint64_t> served_keys_;               // keys this peer resolved here
-  uint64_t next_op_ = 1, next_rdv_ = 1;
+  uint64_t next_rdv_ = 1;
   size_t next_lane_ = 0, next_pull_lane_ = 0;  // round-robin of whole transfers over the QPs
   Status failed_;
   Status post_failed_;  // an ibv_post_send error inside pump(): fails the endpoint there

@@ -13,19 +13,23 @@ namespace podnet::verbs {
 //  - Inline messages need no completion of their own: they are posted unsignaled except every
 //    `every`-th (PODNET_VERBS_SIGNAL_EVERY; or when the queue is nearly full).
 //  - RDMA chunks (`posted(false, wr_id)`) do: the caller waits for them. One goes unsignaled
-//    only while a signaled work request is already in flight (`want_signal_rdma`); its wr_id
-//    is handed back by the completion that retires it. When the last signaled one completes
-//    and chunks are still unretired behind it, `needs_flush()` asks for a signaled work
-//    request (an empty RDMA write) to retire them. One CQE per 16 chunks in a stream by default, as
-//    perftest's `--cq-mod`, and still one per chunk when they go one at a time.
+//    only while a signaled work request is already in flight and the queue holds at least
+//    kShallow work requests (`want_signal_rdma`); its wr_id is handed back by the completion
+//    that retires it. When the last signaled one completes and chunks are still unretired
+//    behind it, `needs_flush()` asks for a signaled work request (an empty RDMA write) to
+//    retire them. One CQE per 16 chunks in a stream by default, as perftest's `--cq-mod`, and
+//    one per chunk when a few go at a time: an unsignaled chunk behind one signaled one (a
+//    write ping-pong that reaps each write a round trip later) would otherwise cost a flush,
+//    a whole extra work request on the wire, nearly every time.
 class SendQueueCount {
  public:
   static constexpr int kSignalEvery = 16;  // the default
+  static constexpr int kShallow = 4;       // fewer work requests in flight: chunks are signaled
   explicit SendQueueCount(int depth, int every = kSignalEvery) : depth_(depth), every_(every) {}
   int used() const { return used_; }
   bool full() const { return used_ >= depth_; }
   bool want_signal() const { return run_ + 1 >= every_ || used_ + 2 >= depth_; }
-  bool want_signal_rdma() const { return runs_.empty() || want_signal(); }
+  bool want_signal_rdma() const { return runs_.empty() || used_ < kShallow || want_signal(); }
   // Unretired chunks wait behind no signaled work request. (A flush takes the last free slot
   // if need be: `want_signal()` kept one.)
   bool needs_flush() const { return runs_.empty() && run_ids_ > 0; }
