@@ -101,6 +101,9 @@ for ((rep = 1; rep <= repeats; rep++)); do
   podnet_p2p "pn_send_lat_r$rep" -o send -m lat -s 8 -n "$lat_iters"
   perftest ib_write_lat -s 8 -n "$lat_iters" >/dev/null
   mv "$work/ib_write_lat.txt" "$work/ib_write_lat_r$rep.txt"
+  # The same ping-pong as ib_write_lat (each side watches the last byte of its buffer); then
+  # write_notify, which also hands the target a completion (a receive WQE and a CQE at rxe).
+  podnet_p2p "pn_write_lat_r$rep" -o write -m lat -s 8 -n "$lat_iters"
   podnet_p2p "pn_wn_lat_r$rep" -o write_notify -m lat -s 8 -n "$lat_iters"
 done
 
@@ -154,7 +157,8 @@ for q in qps_list.split():
             qp = "" if q == "1" else f", {q} QPs"
             rows.append((f"{op} bandwidth {size} B{qp} [Gb/s]", f"ib_{op}_bw" + ("" if q == "1" else f" -q {q}"),
                          pts, pns, "bw"))
-for tool, name, pnname in (("ib_send_lat", "send", "pn_send_lat"), ("ib_write_lat", "write_notify", "pn_wn_lat")):
+for tool, name, pnname in (("ib_send_lat", "send", "pn_send_lat"), ("ib_write_lat", "write", "pn_write_lat"),
+                            ("ib_write_lat", "write_notify", "pn_wn_lat")):
     pts = rounds(perftest, tool, 4)                        # t_typical [usec]
     pns = rounds(podnet, pnname, "t_typical_us")
     rows.append((f"{name} latency 8 B, typical [us]", tool, pts, pns, "lat"))

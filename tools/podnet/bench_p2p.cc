@@ -57,6 +57,7 @@ struct Ctx {
   MemoryRegion mr;
   RemoteKey peer_key;
   std::chrono::milliseconds tmo;
+  std::vector<std::byte> scratch;  // an expected payload (--check of the write ping-pong)
 };
 
 Status ctrl_send(Ctx& c, uint64_t tag, uint64_t value) {
@@ -221,20 +222,70 @@ Status bw_target(Ctx& c, uint64_t size, int iters, int warm, int slots) {
 }
 
 // ---- latency ---------------------------------------------------------------------------
+// The write ping-pong's flag: the payload's last byte, different from the one before it.
+std::byte marker(int iter) { return static_cast<std::byte>(1 + iter % 255); }
+
+// The payload of iteration `iter` with its last byte replaced by the marker.
+void fill_marked(std::byte* p, size_t n, int iter) {
+  fill(p, n, static_cast<uint64_t>(iter));
+  p[n - 1] = marker(iter);
+}
+
+// Spins until *p == want, driving progress every few turns (a transport may need this rank's
+// CPU to place an incoming write); fails on the operation timeout or when the peer fails.
+Status spin_for_byte(Ctx& c, const std::byte* p, std::byte want, const char* what) {
+  const auto* flag = reinterpret_cast<const unsigned char*>(p);
+  const auto want_v = static_cast<unsigned char>(want);
+  const int64_t deadline = now_ns() + std::chrono::duration_cast<std::chrono::nanoseconds>(c.tmo).count();
+  for (unsigned n = 1;; ++n) {
+    if (__atomic_load_n(flag, __ATOMIC_ACQUIRE) == want_v) return {};
+    if (n % 16 != 0) continue;
+    c.world.context().progress();
+    if (n % 4096 != 0) continue;
+    if (Status h = c.ep->health(); !h.ok()) return h.with_context("waiting for {}", what);
+    if (now_ns() > deadline)
+      return Status::Timeout("{} did not arrive from {} within {} ms", what, c.ep->peer_name(), c.tmo.count());
+  }
+}
+
+// --check for the write ping-pong: the marker may be placed before the rest of the payload
+// (a large write striped over several connections or queue pairs); the payload counts as
+// wrong only if it is still not complete 100 ms later.
+bool payload_complete(Ctx& c, const std::byte* p, size_t n, uint64_t iter) {
+  if (c.scratch.size() < n) c.scratch.resize(n);
+  fill_marked(c.scratch.data(), n, static_cast<int>(iter));
+  const int64_t deadline = now_ns() + 100'000'000;
+  while (std::memcmp(p, c.scratch.data(), n) != 0) {
+    if (now_ns() > deadline) return false;
+    c.world.context().progress();
+  }
+  return true;
+}
+
 
 Status lat_initiator(Ctx& c, uint64_t size, int iters, int warm, P2pRow& row) {
+  if (c.op == Op::kWrite && size == 0) return Status::InvalidArgument("write latency needs at least 1 byte (the target watches the last one)");
   PODNET_RETURN_IF_ERROR(ctrl_send(c, kCtrlGo, size));
   PODNET_RETURN_IF_ERROR(ctrl_recv(c, kCtrlGo).status());  // the target's buffer is ready
   telemetry::Histogram h;
   std::byte* src = c.buf.data();
   std::byte* dst = c.buf.data() + size;
-  bool pingpong = c.op == Op::kSend || c.op == Op::kWriteNotify;
+  bool pingpong = c.op != Op::kRead;
   int64_t total_ns = 0;
+  Request last_write;  // the write ping-pong's previous write, reaped one round trip later
   for (int i = 0; i < warm + iters; ++i) {
-    if (c.o.check) fill(src, size, i);
+    if (c.o.check) c.op == Op::kWrite ? fill_marked(src, size, i) : fill(src, size, static_cast<uint64_t>(i));
     int64_t t0 = now_ns();
     if (c.op == Op::kWrite) {
-      PODNET_RETURN_IF_ERROR(c.ep->write(c.mr, 0, c.peer_key, 0, size).wait(c.tmo));
+      // Ping-pong through memory, as ib_write_lat: write into the target's second half, whose
+      // last byte it watches; its echo lands in ours. As perftest, the write's own completion
+      // (the target's acknowledgement) is not waited for in the round trip: the previous
+      // one's is reaped once this echo is in (it is long back by then).
+      src[size - 1] = marker(i);
+      Request w = c.ep->write(c.mr, 0, c.peer_key, size, size);
+      PODNET_RETURN_IF_ERROR(spin_for_byte(c, dst + size - 1, marker(i), "the echo of the write"));
+      if (last_write.valid()) PODNET_RETURN_IF_ERROR(last_write.wait(c.tmo));
+      last_write = std::move(w);
     } else if (c.op == Op::kRead) {
       PODNET_RETURN_IF_ERROR(c.ep->read(c.mr, size, c.peer_key, 0, size).wait(c.tmo));
     } else if (c.op == Op::kSend) {
@@ -256,16 +307,14 @@ Status lat_initiator(Ctx& c, uint64_t size, int iters, int warm, P2pRow& row) {
       h.record(static_cast<uint64_t>(dt));
       total_ns += dt;
     }
-    if (c.o.check && c.op == Op::kWrite) {
-      // Read the payload back (untimed) to verify that it landed intact.
-      PODNET_RETURN_IF_ERROR(c.ep->read(c.mr, size, c.peer_key, 0, size).wait(c.tmo));
-    }
     if (c.o.check) {
       // The target echoes what it received (ping-pong) or holds the pattern (read).
       uint64_t expect = c.op == Op::kRead ? 0 : static_cast<uint64_t>(i);
-      if (!matches(dst, size, expect)) row.wrong++;
+      bool ok = c.op == Op::kWrite ? payload_complete(c, dst, size, expect) : matches(dst, size, expect);
+      if (!ok) row.wrong++;
     }
   }
+  if (last_write.valid()) PODNET_RETURN_IF_ERROR(last_write.wait(c.tmo));
   PODNET_ASSIGN_OR_RETURN(uint64_t bad, ctrl_recv(c, kCtrlDone));
   row.wrong += bad;
   double div = pingpong ? 2000.0 : 1000.0;  // ns -> us, halved for RTT/2
@@ -281,14 +330,21 @@ Status lat_initiator(Ctx& c, uint64_t size, int iters, int warm, P2pRow& row) {
 }
 
 Status lat_target(Ctx& c, uint64_t size, int iters, int warm) {
+  if (c.op == Op::kWrite && size == 0) return Status::InvalidArgument("write latency needs at least 1 byte (the target watches the last one)");
   PODNET_ASSIGN_OR_RETURN(uint64_t go, ctrl_recv(c, kCtrlGo));
   if (go != size) return Status::Internal("peer benchmarks {} bytes, this rank {}", go, size);
   uint64_t wrong = 0;
   std::byte* in = c.buf.data();
   if (c.op == Op::kRead) fill(in, size, 0);
   PODNET_RETURN_IF_ERROR(ctrl_send(c, kCtrlGo, size));
+  Request echo;  // the write ping-pong's last echo: reaped once the next ping is in
   for (int i = 0; i < warm + iters; ++i) {
-    if (c.op == Op::kSend) {
+    if (c.op == Op::kWrite) {
+      PODNET_RETURN_IF_ERROR(spin_for_byte(c, in + 2 * size - 1, marker(i), "the write"));
+      if (echo.valid()) PODNET_RETURN_IF_ERROR(echo.wait(c.tmo));
+      if (c.o.check && !payload_complete(c, in + size, size, i)) wrong++;
+      echo = c.ep->write(c.mr, size, c.peer_key, size, size);
+    } else if (c.op == Op::kSend) {
       Request r = c.ep->recv(in, size, i);
       PODNET_RETURN_IF_ERROR(r.wait(c.tmo));
       if (c.o.check && !matches(in, size, i)) wrong++;
@@ -301,6 +357,7 @@ Status lat_target(Ctx& c, uint64_t size, int iters, int warm) {
       PODNET_RETURN_IF_ERROR(c.ep->write_notify(c.mr, size, c.peer_key, size, size, i).wait(c.tmo));
     }
   }
+  if (echo.valid()) PODNET_RETURN_IF_ERROR(echo.wait(c.tmo));
   return ctrl_send(c, kCtrlDone, wrong);
 }
 
@@ -319,7 +376,7 @@ Result<std::vector<P2pRow>> run_p2p_pair(World& world, int peer, bool initiator,
   uint64_t buf_bytes = 0;
   for (uint64_t size : o.sizes)
     buf_bytes = std::max(buf_bytes, std::max<uint64_t>(size, 1) * std::max(2, slots_for(o, size)));
-  Ctx c{world, o, op_of(o.op), nullptr, {}, {}, {}, world.timeout()};
+  Ctx c{world, o, op_of(o.op), nullptr, {}, {}, {}, world.timeout(), {}};
   PODNET_ASSIGN_OR_RETURN(c.ep, world.peer(peer));
   c.buf.resize(buf_bytes + 64);
   std::fill(c.buf.begin(), c.buf.end(), std::byte{0});
@@ -355,7 +412,7 @@ namespace podnet::tool {
 void print_p2p(const P2pOptions& o, const World& world, const std::vector<P2pRow>& rows, std::string_view peer,
                std::string_view transport) {
   (void)world;
-  bool pingpong = o.op == "send" || o.op == "write_notify";
+  bool pingpong = o.op != "read";
   fmt::print("# podnet bench p2p: {} {}, transport {}, rank 0 -> {}\n", o.op, o.mode == "bw" ? "bandwidth" : "latency",
              transport, peer);
   if (o.mode == "bw") {
@@ -381,7 +438,7 @@ void print_p2p(const P2pOptions& o, const World& world, const std::vector<P2pRow
 
 nlohmann::json p2p_json(const P2pOptions& o, const std::vector<P2pRow>& rows, std::string_view transport) {
   nlohmann::json j;
-  bool pingpong = o.op == "send" || o.op == "write_notify";
+  bool pingpong = o.op != "read";
   j["benchmark"] = "p2p";
   j["op"] = o.op;
   j["mode"] = o.mode;
