@@ -18,6 +18,16 @@ int VerbsEndpoint::poll() {
   // One thread drains at a time: completions of one QP must be handled in order.
   std::unique_lock pl(poll_mu_, std::try_to_lock);
   if (!pl.owns_lock()) return 0;
+  if (repost_count_.load(std::memory_order_relaxed) != 0) {
+    Done done;
+    {
+      std::lock_guard lk(mu_);
+      repost(done);
+      owe_credits();
+      pump(done);  // a peer out of credits waits for these (and may send nothing until then)
+    }
+    finish(done);
+  }
   int total = 0;
   for (;;) {
     ibv_wc wc[32];
@@ -28,17 +38,43 @@ int VerbsEndpoint::poll() {
     {
       std::lock_guard lk(mu_);
       for (int i = 0; i < n; ++i) handle(wc[i], done);
-      if (serve_qp_ && credits_owed_ >= std::max(1, serve_qp_->shape().recv_depth / 4) && replies_.empty()) {
-        Msg m;
-        m.type = MsgType::kCredit;
-        replies_.push_back(m);
-      }
+      // A burst goes back at once: few buffers may wait for the next poll (a reply QP's
+      // buffers are not covered by credits; a peer finding none would back off for an RNR).
+      if (reposts_.size() >= kRepostLater) repost(done);
+      owe_credits();
       pump(done);
     }
     finish(done);
     if (n < 32) break;
   }
   return total;
+}
+
+// The receive buffers whose messages were handled go back to their queues, then the credits
+// for the serve QP's ones are owed to the peer (never before: it would send into a buffer not
+// yet posted). With mu_ held.
+void VerbsEndpoint::repost(Done& done) {
+  if (reposts_.empty()) return;
+  if (failed_.ok()) {
+    for (auto [q, slot] : reposts_) {
+      if (Status st = q->post_recv(slot); !st.ok()) {
+        fail_locked(st, done);
+        break;
+      }
+      if (q == serve_qp_.get()) ++credits_owed_;
+    }
+  }
+  reposts_.clear();
+  repost_count_.store(0, std::memory_order_relaxed);
+}
+
+// Enough credits owed and no reply to carry them: a kCredit message of their own.
+void VerbsEndpoint::owe_credits() {
+  if (serve_qp_ && credits_owed_ >= std::max(1, serve_qp_->shape().recv_depth / 4) && replies_.empty()) {
+    Msg m;
+    m.type = MsgType::kCredit;
+    replies_.push_back(m);
+  }
 }
 
 bool VerbsEndpoint::arm() {
@@ -105,8 +141,9 @@ void VerbsEndpoint::handle(const ibv_wc& wc, Done& done) {
         if (on_req) on_reply_msg(*m, done);
         else on_request_msg(*m, q->recv_buffer(slot) + sizeof(Msg), done);
       }
-      if (Status st = q->post_recv(slot); !st.ok()) return fail_locked(st, done);
-      if (!on_req) ++credits_owed_;
+      // Re-posted at the next poll(), off the path from this completion to its waiter.
+      reposts_.push_back({q, slot});
+      repost_count_.store(static_cast<uint32_t>(reposts_.size()), std::memory_order_relaxed);
       return;
     }
     case WrKind::kChunk:
@@ -161,7 +198,7 @@ void VerbsEndpoint::on_request_msg(const Msg& m, const std::byte* payload, Done&
       if (m.len > 0) std::memcpy(posted->buf, payload, m.len);
       posted->req->bytes = m.len;
       posted->req->tag = m.tag;
-      done.reqs.emplace_back(posted->req, Status::Ok());
+      done.reqs.emplace_back(std::move(posted->req), Status::Ok());
       return;
     }
     case MsgType::kRts: {
@@ -380,6 +417,8 @@ void VerbsEndpoint::fail_locked(const Status& why, Done& done, bool quiet) {
   });
   ops_.clear();
   pulls_.clear();
+  reposts_.clear();  // the QPs are in the error state: nothing is posted any more
+  repost_count_.store(0, std::memory_order_relaxed);
   for (auto& [id, s] : sends_) {
     ibv_dereg_mr(s.mr);
     done.reqs.emplace_back(s.req, op_error(*s.req, why));

@@ -153,6 +153,8 @@ class VerbsEndpoint : public detail::TransportEndpoint, public std::enable_share
   // With data lanes, a transfer below kStripeMin goes whole to one QP, round-robin per
   // operation (write_notify: the main QP); from kStripeMin it is cut into one stripe per QP.
   static constexpr size_t kStripeMin = 256 << 10;
+  // Up to this many handled receive buffers wait for the next poll() to be re-posted.
+  static constexpr size_t kRepostLater = 8;
 
   // The QP a completion came from: main or lane, request side or serve side.
   struct QpRef {
@@ -192,6 +194,8 @@ class VerbsEndpoint : public detail::TransportEndpoint, public std::enable_share
   void fail_key(uint64_t key, const Status& why, Done& done);
   void finish(Done& done);
   void handle(const ibv_wc& wc, Done& done);
+  void repost(Done& done);
+  void owe_credits();
   void on_request_msg(const Msg& m, const std::byte* payload, Done& done);
   void on_reply_msg(const Msg& m, Done& done);
   void on_send_done(const ibv_wc& wc, bool request_qp, Done& done);
@@ -227,6 +231,10 @@ class VerbsEndpoint : public detail::TransportEndpoint, public std::enable_share
   int64_t created_ns_ = 0, last_post_ns_ = 0;
   SpinLock poll_mu_;  // one thread drains the CQ at a time (keeps message order)
   std::vector<uint64_t> retired_;  // handle(): unsignaled chunks a completion retired
+  // Receive buffers handled and not yet re-posted (poll() re-posts them first thing, then the
+  // serve QP's count as credits owed); repost_count_ mirrors the size for a lock-free check.
+  std::vector<std::pair<QueuePair*, uint32_t>> reposts_;
+  std::atomic<uint32_t> repost_count_{0};
   std::vector<std::byte> beat_;
   ibv_mr* beat_mr_ = nullptr;
 
