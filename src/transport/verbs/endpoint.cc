@@ -449,6 +449,14 @@ bool VerbsEndpoint::post_rdma(QueuePair& q, ibv_wr_opcode opcode, uint64_t wr_id
 // Unsignaled chunks with no signaled work request behind them (send_queue.h): an empty RDMA
 // write, signaled, retires them. It needs no address or key at the target (IBA C9-88); the
 // peer's heartbeat word is named anyway.
+bool VerbsEndpoint::needs_flush() const {
+  if (!connected_ || !req_qp_) return false;
+  if (req_qp_->sq.needs_flush()) return true;
+  for (const auto& q : req_lanes_)
+    if (q->sq.needs_flush()) return true;
+  return false;
+}
+
 void VerbsEndpoint::flush_unsignaled() {
   auto flush = [&](QueuePair& q) {
     if (!q.sq.needs_flush() || q.sq.full()) return;
@@ -461,6 +469,8 @@ void VerbsEndpoint::flush_unsignaled() {
 }
 
 void VerbsEndpoint::pump(Done& done) {
+  // Nothing queued and nothing to flush (most calls, e.g. after every completion): done.
+  if (replies_.empty() && pulls_.empty() && pending_.empty() && post_failed_.ok() && !needs_flush()) return;
   if (serve_qp_) {
     while (!replies_.empty() && post_reply(replies_.front())) replies_.pop_front();
     pump_pulls();

@@ -188,6 +188,7 @@ class VerbsEndpoint : public detail::TransportEndpoint, public std::enable_share
   bool post_rdma(QueuePair& q, ibv_wr_opcode opcode, uint64_t wr_id, std::byte* laddr, uint32_t lkey, size_t len,
                  uint64_t raddr, uint32_t rkey, uint32_t imm_be, bool may_skip_signal = false);
   void flush_unsignaled();
+  bool needs_flush() const;  // a QP has unsignaled chunks with nothing signaled behind them
   void chunk_done(uint64_t wr_id, int lane, Done& done);  // a kChunk / kPull work request completed
   void pump_pulls();
   void start_pull(detail::PostedRecv recv, uint64_t rdv_id, Done& done);
