@@ -265,6 +265,28 @@ TEST_F(LabTest, TwoRailsCarryTrafficTogether) {
   EXPECT_LT(link(after, 0, 1).value("tx_bytes", 0ull) - link(before, 0, 1).value("tx_bytes", 0ull), total * 0.05);
 }
 
+// The write ping-pong watches a payload's last byte; over 4 tcp streams on a 100 Mbit/s link
+// a 4 MiB write's last stripe can land ~0.3 s before the rest. --check waits for the whole
+// payload (with a 100 ms bound it counted 8 wrong in 5 iterations, checked at both ends),
+// and the run reports every payload intact.
+TEST_F(LabTest, WritePingPongOnASlowStripedLinkChecksWholePayloads) {
+  up(2, 1, "100mbit");
+  if (IsSkipped()) return;
+  Outcome o = podnet({"run", "--lab", name_, "-n", "2", "--timeout", "50", "--env", "PODNET_TCP_STREAMS=4", "--",
+                      podnet_bin(), "bench", "p2p", "-o", "write", "-m", "lat", "-s", "4M", "-n", "4", "-w", "1",
+                      "--check", "--json"},
+                     120);
+  ASSERT_EQ(o.exit_code, 0) << describe(o);
+  std::string text;
+  for (const std::string& l : rank_lines(o.out, 0)) text += l + "\n";
+  json j = json::parse(text, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << o.out;
+  EXPECT_EQ(j.value("latency_kind", ""), "rtt/2");
+  ASSERT_EQ(j["results"].size(), 1u);
+  EXPECT_EQ(j["results"][0].value("wrong", 1), 0) << o.out;
+  EXPECT_GT(j["results"][0].value("t_min_us", 0.0), 100000.0) << "4 MiB at 100 Mbit/s takes ~0.34 s each way";
+}
+
 TEST_F(LabTest, RunPlacesRanksPerHostAndRefusesWhatDoesNotFit) {
   up(2, 1);
   if (IsSkipped()) return;

@@ -249,12 +249,13 @@ Status spin_for_byte(Ctx& c, const std::byte* p, std::byte want, const char* wha
 }
 
 // --check for the write ping-pong: the marker may be placed before the rest of the payload
-// (a large write striped over several connections or queue pairs); the payload counts as
-// wrong only if it is still not complete 100 ms later.
+// (a large write striped over several connections or queue pairs, which on a slow link can
+// take seconds); the payload counts as wrong only if it is still not complete when the
+// operation timeout has passed.
 bool payload_complete(Ctx& c, const std::byte* p, size_t n, uint64_t iter) {
   if (c.scratch.size() < n) c.scratch.resize(n);
   fill_marked(c.scratch.data(), n, static_cast<int>(iter));
-  const int64_t deadline = now_ns() + 100'000'000;
+  const int64_t deadline = now_ns() + std::chrono::duration_cast<std::chrono::nanoseconds>(c.tmo).count();
   while (std::memcmp(p, c.scratch.data(), n) != 0) {
     if (now_ns() > deadline) return false;
     c.world.context().progress();
