@@ -231,12 +231,17 @@ void fill_marked(std::byte* p, size_t n, int iter) {
   p[n - 1] = marker(iter);
 }
 
+// The operation timeout from now, as a CLOCK_MONOTONIC deadline.
+int64_t deadline_of(const Ctx& c) {
+  return now_ns() + std::chrono::duration_cast<std::chrono::nanoseconds>(c.tmo).count();
+}
+
 // Spins until *p == want, driving progress every few turns (a transport may need this rank's
 // CPU to place an incoming write); fails on the operation timeout or when the peer fails.
 Status spin_for_byte(Ctx& c, const std::byte* p, std::byte want, const char* what) {
   const auto* flag = reinterpret_cast<const unsigned char*>(p);
   const auto want_v = static_cast<unsigned char>(want);
-  const int64_t deadline = now_ns() + std::chrono::duration_cast<std::chrono::nanoseconds>(c.tmo).count();
+  const int64_t deadline = deadline_of(c);
   for (unsigned n = 1;; ++n) {
     if (__atomic_load_n(flag, __ATOMIC_ACQUIRE) == want_v) return {};
     if (n % 16 != 0) continue;
@@ -255,7 +260,7 @@ Status spin_for_byte(Ctx& c, const std::byte* p, std::byte want, const char* wha
 bool payload_complete(Ctx& c, const std::byte* p, size_t n, uint64_t iter) {
   if (c.scratch.size() < n) c.scratch.resize(n);
   fill_marked(c.scratch.data(), n, static_cast<int>(iter));
-  const int64_t deadline = now_ns() + std::chrono::duration_cast<std::chrono::nanoseconds>(c.tmo).count();
+  const int64_t deadline = deadline_of(c);
   while (std::memcmp(p, c.scratch.data(), n) != 0) {
     if (now_ns() > deadline) return false;
     c.world.context().progress();
@@ -263,19 +268,18 @@ bool payload_complete(Ctx& c, const std::byte* p, size_t n, uint64_t iter) {
   return true;
 }
 
-
 Status lat_initiator(Ctx& c, uint64_t size, int iters, int warm, P2pRow& row) {
-  if (c.op == Op::kWrite && size == 0) return Status::InvalidArgument("write latency needs at least 1 byte (the target watches the last one)");
   PODNET_RETURN_IF_ERROR(ctrl_send(c, kCtrlGo, size));
   PODNET_RETURN_IF_ERROR(ctrl_recv(c, kCtrlGo).status());  // the target's buffer is ready
   telemetry::Histogram h;
   std::byte* src = c.buf.data();
   std::byte* dst = c.buf.data() + size;
-  bool pingpong = c.op != Op::kRead;
+  const bool pingpong = is_pingpong(c.o);
   int64_t total_ns = 0;
   Request last_write;  // the write ping-pong's previous write, reaped one round trip later
   for (int i = 0; i < warm + iters; ++i) {
-    if (c.o.check) c.op == Op::kWrite ? fill_marked(src, size, i) : fill(src, size, static_cast<uint64_t>(i));
+    if (c.o.check && c.op == Op::kWrite) fill_marked(src, size, i);
+    else if (c.o.check) fill(src, size, static_cast<uint64_t>(i));
     int64_t t0 = now_ns();
     if (c.op == Op::kWrite) {
       // Ping-pong through memory, as ib_write_lat: write into the target's second half, whose
@@ -331,7 +335,6 @@ Status lat_initiator(Ctx& c, uint64_t size, int iters, int warm, P2pRow& row) {
 }
 
 Status lat_target(Ctx& c, uint64_t size, int iters, int warm) {
-  if (c.op == Op::kWrite && size == 0) return Status::InvalidArgument("write latency needs at least 1 byte (the target watches the last one)");
   PODNET_ASSIGN_OR_RETURN(uint64_t go, ctrl_recv(c, kCtrlGo));
   if (go != size) return Status::Internal("peer benchmarks {} bytes, this rank {}", go, size);
   uint64_t wrong = 0;
@@ -374,6 +377,8 @@ Result<std::vector<P2pRow>> run_p2p_pair(World& world, int peer, bool initiator,
   std::vector<P2pRow> rows;
   // Room for every size: its slots, and at least two messages (latency mode sends from the
   // first half and receives into the second).
+  if (o.mode == "lat" && o.op == "write" && std::find(o.sizes.begin(), o.sizes.end(), 0) != o.sizes.end())
+    return Status::InvalidArgument("write latency needs at least 1 byte (the target watches the last one)");
   uint64_t buf_bytes = 0;
   for (uint64_t size : o.sizes)
     buf_bytes = std::max(buf_bytes, std::max<uint64_t>(size, 1) * std::max(2, slots_for(o, size)));
@@ -413,7 +418,7 @@ namespace podnet::tool {
 void print_p2p(const P2pOptions& o, const World& world, const std::vector<P2pRow>& rows, std::string_view peer,
                std::string_view transport) {
   (void)world;
-  bool pingpong = o.op != "read";
+  const bool pingpong = is_pingpong(o);
   fmt::print("# podnet bench p2p: {} {}, transport {}, rank 0 -> {}\n", o.op, o.mode == "bw" ? "bandwidth" : "latency",
              transport, peer);
   if (o.mode == "bw") {
@@ -439,7 +444,7 @@ void print_p2p(const P2pOptions& o, const World& world, const std::vector<P2pRow
 
 nlohmann::json p2p_json(const P2pOptions& o, const std::vector<P2pRow>& rows, std::string_view transport) {
   nlohmann::json j;
-  bool pingpong = o.op != "read";
+  const bool pingpong = is_pingpong(o);
   j["benchmark"] = "p2p";
   j["op"] = o.op;
   j["mode"] = o.mode;

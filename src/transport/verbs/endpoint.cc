@@ -446,9 +446,6 @@ bool VerbsEndpoint::post_rdma(QueuePair& q, ibv_wr_opcode opcode, uint64_t wr_id
   return true;
 }
 
-// Unsignaled chunks with no signaled work request behind them (send_queue.h): an empty RDMA
-// write, signaled, retires them. It needs no address or key at the target (IBA C9-88); the
-// peer's heartbeat word is named anyway.
 bool VerbsEndpoint::needs_flush() const {
   if (!connected_ || !req_qp_) return false;
   if (req_qp_->sq.needs_flush()) return true;
@@ -457,6 +454,9 @@ bool VerbsEndpoint::needs_flush() const {
   return false;
 }
 
+// Unsignaled chunks with no signaled work request behind them (send_queue.h): an empty RDMA
+// write, signaled, retires them. It needs no address or key at the target (IBA C9-88); the
+// peer's heartbeat word is named anyway.
 void VerbsEndpoint::flush_unsignaled() {
   auto flush = [&](QueuePair& q) {
     if (!q.sq.needs_flush() || q.sq.full()) return;
