@@ -221,6 +221,52 @@ int ProgressEngine::poll(int timeout_ms, int* fd_events, int* served) {
   return work + n;
 }
 
+// Mostly try the connection the last input came on (one recv() when the reply is there,
+// instead of epoll_wait() + recv()); every (epoll_mask_+1)th turn polls everything. Measured:
+// median 8 B send RTT/2 4.9 us vs 5.3 us with epoll_wait() alone (docs/performance.md).
+// Pollers (shared-memory rings, verbs completion queues) cost a few loads: every turn.
+// epoll_wait is a system call: every 8th turn at most, except on a crowded host once sockets
+// are in play: then every turn, since the peer that answers next is rarely the one that
+// answered last (4 ranks on 2 CPUs over tcp, 32 B allgather 26-31 us against 40-43 with the
+// hot connection tried first; see docs/performance.md).
+void ProgressEngine::spin_turn(unsigned turn, bool crowded) {
+  EventHandler* hot = hot_.load(std::memory_order_acquire);
+  const unsigned epoll_mask = crowded && hot != nullptr ? 0u : epoll_mask_.load(std::memory_order_relaxed);
+  if ((turn & epoll_mask) != epoll_mask) {
+    if (hot != nullptr) hot->on_event(EPOLLIN);
+    run_pollers();
+    return;
+  }
+  int events = 0;
+  poll(0, &events);
+  // Back off only while no socket ever had input (shm and verbs progress through the
+  // pollers): with tcp peers, data on another connection than the hot one needs epoll, and
+  // backing off there measured 20-30 % slower on 4-rank 8 B allreduce.
+  const bool back_off = events == 0 && hot == nullptr;
+  const unsigned next = back_off ? std::min(epoll_mask * 2 + 1, kEpollMaskMax) : kEpollMaskMin;
+  // Written only when it changes: the crowded path comes here on every turn, and the
+  // engine's other waiters read this line.
+  if (next != epoll_mask_.load(std::memory_order_relaxed)) epoll_mask_.store(next, std::memory_order_relaxed);
+}
+
+namespace {
+thread_local unsigned t_drive_turns = 0;  // drive()'s turns on this thread
+}  // namespace
+
+void ProgressEngine::drive() {
+  note_active();
+  // Once sockets are in play (a connection had input), every call polls them all: what a
+  // polling caller watches for may come on any connection (the tcp write ping-pong: the
+  // peer's write on one, the acknowledgement of ours on another; trying the last one first
+  // read 8.5 against 7.2 us).
+  if (hot_.load(std::memory_order_acquire) != nullptr) {
+    poll(0);
+    return;
+  }
+  flush_deferred();
+  spin_turn(t_drive_turns++, crowded_.load(std::memory_order_relaxed));
+}
+
 Status ProgressEngine::wait(RequestState& req, int64_t deadline_ns) {
   flush_deferred();
   if (req.done()) return req.status();
@@ -235,32 +281,7 @@ Status ProgressEngine::wait(RequestState& req, int64_t deadline_ns) {
   const int64_t spin_end = options_.busy_poll ? deadline_ns : now + spin_us * 1000ll;
   const unsigned yield_mask = crowded ? yield_mask_ : kQuietYieldMask;
   for (unsigned spins = 0; !req.done() && now < spin_end && now < deadline_ns; ++spins) {
-    // Mostly try the connection the last input came on (one recv() when the reply is there,
-    // instead of epoll_wait() + recv()); every (epoll_mask_+1)th turn polls everything. Measured: median
-    // 8 B send RTT/2 4.9 us vs 5.3 us with epoll_wait() alone (docs/performance.md).
-    // Pollers (shared-memory rings) cost a few loads: every turn. epoll_wait is a system
-    // call: every 8th turn at most, except on a crowded host once sockets are in play: then
-    // every turn, since the peer that answers next is rarely the one that answered last (4
-    // ranks on 2 CPUs over tcp, 32 B allgather 26-31 us against 40-43 with the hot
-    // connection tried first; see docs/performance.md).
-    EventHandler* hot = hot_.load(std::memory_order_acquire);
-    const unsigned epoll_mask =
-        crowded && hot != nullptr ? 0u : epoll_mask_.load(std::memory_order_relaxed);
-    if ((spins & epoll_mask) != epoll_mask) {
-      if (hot != nullptr) hot->on_event(EPOLLIN);
-      run_pollers();
-    } else {
-      int events = 0;
-      poll(0, &events);
-      // Back off only while no socket ever had input (shm and verbs progress through the
-      // pollers): with tcp peers, data on another connection than the hot one needs epoll,
-      // and backing off there measured 20-30 % slower on 4-rank 8 B allreduce.
-      const bool back_off = events == 0 && hot == nullptr;
-      const unsigned next = back_off ? std::min(epoll_mask * 2 + 1, kEpollMaskMax) : kEpollMaskMin;
-      // Written only when it changes: the crowded path comes here on every turn, and the
-      // engine's other waiters read this line.
-      if (next != epoll_mask_.load(std::memory_order_relaxed)) epoll_mask_.store(next, std::memory_order_relaxed);
-    }
+    spin_turn(spins, crowded);
     if ((spins & 3) == 3) now = now_ns();
     // On an oversubscribed host the peer we wait for may need this core: let it run now
     // and then (each yield is a system call, so not on every turn).

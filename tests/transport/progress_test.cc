@@ -156,6 +156,7 @@ TEST(ProgressEngine, TheBackgroundThreadPollsOnAfterAPeersOperationButNotAfterAR
 struct Background {
   int handled = 0;
   uint64_t blocking_polls = 0;
+  int64_t longest_gap_ns = 0;  // between two of the application thread's calls, while fed
 };
 Background background_while(const std::function<void(ProgressEngine&)>& call) {
   ProgressEngine::Options o;
@@ -168,23 +169,31 @@ Background background_while(const std::function<void(ProgressEngine&)>& call) {
   e.start();
   std::this_thread::sleep_for(std::chrono::milliseconds(700));  // past the start-up rechecks
   const uint64_t blocking_before = e.blocking_polls();
-  std::atomic<bool> active{true};
+  std::atomic<bool> active{true}, fed{false};
+  std::atomic<int64_t> longest_gap{0};
   std::thread app([&] {
     CountingFd::t_app_thread = true;
+    int64_t last = now_ns();
     while (active.load()) {
       call(e);
       std::this_thread::yield();  // a posting thread between its calls; a sleep here could
                                   // outlast the grace on an emulated CPU
+      const int64_t now = now_ns();
+      if (fed.load(std::memory_order_relaxed) && now - last > longest_gap.load(std::memory_order_relaxed))
+        longest_gap.store(now - last, std::memory_order_relaxed);
+      last = now;
     }
   });
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  fed = true;
   uint64_t one = 1;
   for (int i = 0; i < 20; ++i) {
     EXPECT_EQ(write(fd.fd, &one, sizeof one), static_cast<ssize_t>(sizeof one));
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   const int while_active = fd.handled.load();
-  const Background in_background{while_active - fd.handled_by_app.load(), e.blocking_polls() - blocking_before};
+  const Background in_background{while_active - fd.handled_by_app.load(), e.blocking_polls() - blocking_before,
+                                 longest_gap.load()};
   active = false;
   app.join();
   // Once the application stops, the background thread takes over within the grace (2 ms)
@@ -244,18 +253,92 @@ TEST(ProgressEngine, TheBackgroundThreadStaysParkedWhileTheApplicationFindsItsOn
 // Context::progress; with the background thread awake the soft-RoCE VM read 40-51 us
 // against 29-31 us). Awake, it blocks in epoll_wait at least once per reply (20); parked,
 // it does not at all (0 here); the bound is half.
+//
+// The rule holds while the thread keeps calling: a host busy with other tests can deschedule
+// it past the grace (2 ms), and the background thread then rightly takes over (ctest -j2 of
+// the whole suite: 21 blocking polls, least of three runs, in 2 of 8 tries, with or without
+// the change that made drive() a spin turn). So only runs in which the thread never paused
+// for 1.5 ms count: the least of up to five such runs; none at all skips, saying why.
+void expect_parked_while_polling(const char* what, const std::function<void(ProgressEngine&)>& call) {
+  int valid = 0;
+  uint64_t best = UINT64_MAX;
+  int64_t shortest_gap = INT64_MAX;
+  for (int run = 0; run < 5 && best > 10; ++run) {
+    const Background b = background_while(call);
+    shortest_gap = std::min(shortest_gap, b.longest_gap_ns);
+    if (b.longest_gap_ns >= 1'500'000) continue;
+    ++valid;
+    best = std::min(best, b.blocking_polls);
+  }
+  if (valid == 0) {
+    GTEST_SKIP() << what << ": in 5 runs the polling thread always paused for >= 1.5 ms (shortest longest pause "
+                 << shortest_gap / 1000 << " us): the host is too busy to tell";
+  }
+  EXPECT_LE(best, 10u) << what << ": least blocking polls of the background thread over " << valid
+                       << " runs in which the application thread kept polling";
+}
+
 TEST(ProgressEngine, TheBackgroundThreadStaysParkedWhileTheApplicationPolls) {
-  EXPECT_LE(least_of_three(10, [] { return background_while([](ProgressEngine& e) { e.drive(); }).blocking_polls; }),
-            10u);
-  EXPECT_LE(least_of_three(10,
-                           [] {
-                             return background_while([](ProgressEngine& e) {
-                                      Request pending(make_request(&e, "recv", 1));
-                                      EXPECT_FALSE(pending.test());
-                                    })
-                                 .blocking_polls;
-                           }),
-            10u);
+  expect_parked_while_polling("Context::progress", [](ProgressEngine& e) { e.drive(); });
+  expect_parked_while_polling("Request::test", [](ProgressEngine& e) {
+    Request pending(make_request(&e, "recv", 1));
+    EXPECT_FALSE(pending.test());
+  });
+}
+
+// A doorbell that stays readable (its handler never drains it) and is no spin target: every
+// epoll_wait() of the engine reports it, and nothing else calls its handler.
+class Doorbell : public EventHandler {
+ public:
+  Doorbell() : fd(eventfd(1, EFD_NONBLOCK | EFD_CLOEXEC)) {}
+  ~Doorbell() override { close(fd); }
+  void on_event(uint32_t) override { ++seen; }
+  bool spin_target() const noexcept override { return false; }
+  const int fd;
+  int seen = 0;
+};
+
+class CountingPoller : public Poller {
+ public:
+  int poll() override {
+    ++polls;
+    return 0;
+  }
+  bool arm() override { return true; }
+  void disarm() override {}
+  int polls = 0;
+};
+
+// A thread that calls Context::progress() (drive) in a loop, as the bench's write ping-pong
+// does while it watches memory, polls the pollers (verbs completion queues, shm rings) on
+// every call but makes the epoll_wait() system call only every 8th (a waiter's spin turn):
+// the verbs write ping-pong made 13-28 epoll_wait calls per iteration before, ~1.4 us each
+// in the soft-RoCE VM. Descriptors are still seen: 100 of 800 calls here (800 before). Once
+// sockets are in play, every call polls them all (tcp: the input may come on any connection).
+TEST(ProgressEngine, PollingCallersReachThePollersEveryTimeAndEpollEveryFewCalls) {
+  auto engine = ProgressEngine::create(ProgressEngine::Options{});
+  ASSERT_TRUE(engine.ok()) << engine.status().message();
+  auto& e = **engine;
+  CountingPoller poller;
+  ASSERT_TRUE(e.add_poller(&poller).ok());
+  Doorbell bell;
+  ASSERT_TRUE(e.add(bell.fd, EPOLLIN, &bell).ok());
+  for (int i = 0; i < 800; ++i) e.drive();
+  EXPECT_GE(poller.polls, 800) << "the pollers run on every call";
+  EXPECT_GE(bell.seen, 50) << "descriptors are still polled";
+  EXPECT_LE(bell.seen, 100) << "epoll_wait on at most every 8th call";
+  // Once a connection had input (a spin target: a tcp connection), every call polls them all.
+  CountingFd conn(/*peer_operation=*/false);
+  ASSERT_TRUE(e.add(conn.fd, EPOLLIN, &conn).ok());
+  uint64_t one = 1;
+  ASSERT_EQ(write(conn.fd, &one, sizeof one), static_cast<ssize_t>(sizeof one));
+  for (int i = 0; i < 800 && conn.handled.load() == 0; ++i) e.drive();
+  ASSERT_EQ(conn.handled.load(), 1);
+  const int before = bell.seen;
+  for (int i = 0; i < 100; ++i) e.drive();
+  EXPECT_EQ(bell.seen - before, 100) << "with sockets in play, epoll_wait on every call";
+  e.remove(conn.fd, &conn);
+  e.remove(bell.fd, &bell);
 }
 
 // An engine whose background thread never started counts the host as crowded (its first
