@@ -11,6 +11,7 @@ Usage: bench/compare_p2p.sh [OPTIONS]
 
 Compares podnet with standard tools on 127.0.0.1, in one invocation:
   - write bandwidth, 1M 4M 16M 64M:  podnet run -n 2 -- podnet bench p2p -o write -m bw -s SIZE
+      info:    sizes >= 16M once more with --hugepages (buffers on 2 MiB pages), against iperf3 -P 1
       anchors: iperf3 -P 1 and iperf3 -P N (N = the tcp streams podnet uses, from its info log)
       target:  podnet / anchor >= 1.00
   - 8 B latency (median, RTT/2):      podnet run -n 2 -- podnet bench p2p -o send -m lat -s 8
@@ -251,6 +252,10 @@ def report(raw_path, cfg_path, json_out):
         if n != 1:  # with one stream, -P 1 is already the same-stream-count anchor
             row("write BW %s [Gb/s]" % s, "podnet_write_bw_" + s, "iperf3_PN_gbps", "Gb/s",
                 1.0, True, "iperf3 -P %d" % n)
+    for s in cfg["sizes"]:  # podnet with its buffers on huge pages: not the target row
+        if "podnet_write_bw_huge_" + s in med:
+            row("write BW %s --hugepages [Gb/s] (info)" % s, "podnet_write_bw_huge_" + s, "iperf3_P1_gbps",
+                "Gb/s", None, True, "iperf3 -P 1")
     row("send lat 8B median [us]", "podnet_lat_median_us", "sockperf_median_us", "us",
         1.05, False, "sockperf p50 (%dB)" % cfg["sockperf_msg_size"])
     row("send lat 8B mean [us] (info)", "podnet_lat_avg_us", "sockperf_avg_us", "us",
@@ -281,6 +286,7 @@ def report(raw_path, cfg_path, json_out):
     print()
     print("Raw values (repeat 1..%d%s):" % (cfg["repeats"], "" if n == 1 else "; iperf3_PN = iperf3 -P %d" % n))
     order = (["iperf3_P1_gbps", "iperf3_PN_gbps"] + ["podnet_write_bw_" + s for s in cfg["sizes"]]
+             + ["podnet_write_bw_huge_" + s for s in cfg["sizes"]]
              + ["sockperf_median_us", "podnet_lat_median_us", "sockperf_avg_us",
                 "podnet_lat_avg_us", "spinpp_median_us", "spinpp_avg_us"])
     keys = [k for k in order if k in raw] + sorted(k for k in raw if k not in order)
@@ -453,6 +459,15 @@ run_podnet_bw() {  # run_podnet_bw REPEAT
     record "podnet_write_bw_$s" "$rep" "$gbps"
     printf '  [%d/%d] podnet write %-4s %7.2f Gb/s (%.2f GB/s, %d iterations)\n' \
       "$rep" "$repeats" "$s" "$gbps" "$gBps" "$it"
+    # Large sizes once more with the buffers on huge pages (an info row: TLB misses in the
+    # kernel's copies of a 16-64 MiB region, which iperf3's 1 MiB buffer does not have).
+    ((b >= 16 << 20)) || continue
+    out="$work/podnet_bw_huge_${s}_${rep}.txt"
+    podnet_job "$out" bench p2p -o write -m bw -s "$s" -n "$iters" --hugepages --json
+    read -r gbps gBps it < <(py podnet_bw "$out") || { show_log "$out"; die "cannot parse podnet output"; }
+    [[ -n "${it:-}" ]] || { show_log "$out"; die "cannot parse podnet output"; }
+    record "podnet_write_bw_huge_$s" "$rep" "$gbps"
+    printf '  [%d/%d] podnet write %-4s %7.2f Gb/s with --hugepages\n' "$rep" "$repeats" "$s" "$gbps"
   done
 }
 

@@ -2,7 +2,11 @@
 
 #include <algorithm>
 #include <cstring>
+#include <cstdio>
+#include <cstdlib>
 #include <deque>
+#include <fstream>
+#include <sys/mman.h>
 
 #include "base/clock.h"
 #include "telemetry/histogram.h"
@@ -48,12 +52,68 @@ Op op_of(const std::string& name) {
   return Op::kWriteNotify;  // the CLI accepts nothing else
 }
 
+// The benchmark's buffer: anonymous memory, zeroed, on 2 MiB transparent huge pages when
+// asked (madvise before the first touch, so the pages are huge from the start).
+class BenchBuffer {
+ public:
+  BenchBuffer() = default;
+  BenchBuffer(const BenchBuffer&) = delete;
+  BenchBuffer& operator=(const BenchBuffer&) = delete;
+  ~BenchBuffer() {
+    if (map_ != nullptr) munmap(map_, mapped_);
+  }
+  Status allocate(size_t bytes, bool hugepages) {
+    constexpr size_t kHuge = size_t{2} << 20;
+    mapped_ = bytes + (hugepages ? kHuge : 0);
+    void* m = mmap(nullptr, mapped_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) return Status::Unavailable("bench buffer of {} bytes: mmap: {}", bytes, std::strerror(errno));
+    map_ = static_cast<std::byte*>(m);
+    data_ = map_;
+    size_ = bytes;
+    if (!hugepages) return {};
+    data_ = reinterpret_cast<std::byte*>((reinterpret_cast<uintptr_t>(map_) + kHuge - 1) & ~uintptr_t{kHuge - 1});
+    std::string thp;
+    std::getline(std::ifstream("/sys/kernel/mm/transparent_hugepage/enabled"), thp);
+    if (thp.empty() || thp.find("[never]") != std::string::npos)
+      return Status::Unavailable("--hugepages: transparent huge pages are off ({}: '{}')",
+                                 "/sys/kernel/mm/transparent_hugepage/enabled", thp);
+    if (madvise(data_, (bytes + kHuge - 1) & ~(kHuge - 1), MADV_HUGEPAGE) != 0)
+      return Status::Unavailable("--hugepages: madvise(MADV_HUGEPAGE): {}", std::strerror(errno));
+    return {};
+  }
+  std::byte* data() const { return data_; }
+  size_t size() const { return size_; }
+  // Bytes of the mapping that the kernel backs with huge pages now (/proc/self/smaps).
+  size_t huge_bytes() const {
+    std::ifstream smaps("/proc/self/smaps");
+    std::string line;
+    bool ours = false;
+    size_t total = 0;
+    // madvise split the mapping: sum over every area that overlaps the buffer.
+    const auto from = reinterpret_cast<uintptr_t>(data_), to = from + size_;
+    while (std::getline(smaps, line)) {
+      unsigned long lo = 0, hi = 0;
+      if (std::sscanf(line.c_str(), "%lx-%lx ", &lo, &hi) == 2 && line.find(':') > line.find(' ')) {
+        ours = lo < to && hi > from;
+      } else if (ours && line.rfind("AnonHugePages:", 0) == 0) {
+        total += std::strtoull(line.c_str() + 14, nullptr, 10) * 1024;
+      }
+    }
+    return total;
+  }
+
+ private:
+  std::byte* map_ = nullptr;
+  std::byte* data_ = nullptr;
+  size_t mapped_ = 0, size_ = 0;
+};
+
 struct Ctx {
   World& world;
   const P2pOptions& o;
   Op op;
   std::shared_ptr<Endpoint> ep;
-  std::vector<std::byte> buf;  // slots * size (+ room for the largest size)
+  BenchBuffer buf;  // slots * size (+ room for the largest size)
   MemoryRegion mr;
   RemoteKey peer_key;
   std::chrono::milliseconds tmo;
@@ -384,8 +444,8 @@ Result<std::vector<P2pRow>> run_p2p_pair(World& world, int peer, bool initiator,
     buf_bytes = std::max(buf_bytes, std::max<uint64_t>(size, 1) * std::max(2, slots_for(o, size)));
   Ctx c{world, o, op_of(o.op), nullptr, {}, {}, {}, world.timeout(), {}};
   PODNET_ASSIGN_OR_RETURN(c.ep, world.peer(peer));
-  c.buf.resize(buf_bytes + 64);
-  std::fill(c.buf.begin(), c.buf.end(), std::byte{0});
+  PODNET_RETURN_IF_ERROR(c.buf.allocate(buf_bytes + 64, o.hugepages));
+  std::memset(c.buf.data(), 0, c.buf.size());  // fault every page in before the timed loops
   PODNET_ASSIGN_OR_RETURN(c.mr, world.context().register_memory(c.buf.data(), c.buf.size(), Access::kRemoteReadWrite));
   PODNET_ASSIGN_OR_RETURN(c.peer_key, exchange_remote_key(*c.ep, c.mr.remote_key(), kCtrlKey, c.tmo));
 
@@ -403,6 +463,7 @@ Result<std::vector<P2pRow>> run_p2p_pair(World& world, int peer, bool initiator,
       st = initiator ? lat_initiator(c, size, iters, warm, row) : lat_target(c, size, iters, warm);
     }
     if (!st.ok()) return st.with_context("bench p2p {} {} at {} bytes", o.op, o.mode, size);
+    if (o.hugepages) row.hugepage_bytes = c.buf.huge_bytes();
     rows.push_back(row);
   }
   // The target's memory must stay registered until the initiator's last operation is done.
@@ -450,6 +511,7 @@ nlohmann::json p2p_json(const P2pOptions& o, const std::vector<P2pRow>& rows, st
   j["mode"] = o.mode;
   j["transport"] = transport;
   j["check"] = o.check;
+  j["hugepages"] = o.hugepages;
   if (o.mode == "lat") j["latency_kind"] = pingpong ? "rtt/2" : "rtt";
   j["results"] = nlohmann::json::array();
   for (auto& r : rows) {
@@ -466,6 +528,7 @@ nlohmann::json p2p_json(const P2pOptions& o, const std::vector<P2pRow>& rows, st
       x["t_p999_us"] = r.t_p999;
       x["t_max_us"] = r.t_max;
     }
+    if (o.hugepages) x["hugepage_bytes"] = r.hugepage_bytes;
     j["results"].push_back(x);
   }
   return j;

@@ -28,6 +28,7 @@ struct P2pOptions {
   bool check = false;           // verify every payload
   bool json = false;
   bool all_pairs = false;       // every ordered pair of ranks in turn (bench_p2p_pairs.cc)
+  bool hugepages = false;       // buffers on transparent huge pages (perftest's --use_hugepages)
 };
 
 struct P2pRow {
@@ -39,6 +40,7 @@ struct P2pRow {
   // lat, microseconds (already halved for RTT/2 operations)
   double t_min = 0, t_typical = 0, t_avg = 0, t_p99 = 0, t_p999 = 0, t_max = 0;
   uint64_t wrong = 0;
+  uint64_t hugepage_bytes = 0;  // --hugepages: the initiator's buffer bytes on huge pages after the run
 };
 
 // Runs the benchmark on every rank (ranks other than 0 and 1 idle). Rank 0 returns the rows.

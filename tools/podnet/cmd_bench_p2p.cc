@@ -97,6 +97,9 @@ void add_bench_p2p_command(CLI::App& bench) {
       ->check(CLI::Range(1, 4096))
       ->capture_default_str();
   p->add_flag("-c,--check", o->check, "verify every payload (counts #wrong; exit 3 if any)");
+  p->add_flag("--hugepages", o->hugepages,
+              "put the buffers on 2 MiB transparent huge pages (madvise; as perftest's --use_hugepages): fewer "
+              "TLB misses in the copies of large messages; an error if THP is 'never'");
   p->add_flag("--json", o->json, "print JSON instead of the table");
   p->add_flag("--all-pairs", o->all_pairs,
               "every ordered pair of ranks in turn (any number of ranks): a matrix, per-rank medians and the "
