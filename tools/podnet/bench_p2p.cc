@@ -2,13 +2,10 @@
 
 #include <algorithm>
 #include <cstring>
-#include <cstdio>
-#include <cstdlib>
 #include <deque>
-#include <fstream>
-#include <sys/mman.h>
 
 #include "base/clock.h"
+#include "bench_buffer.h"
 #include "telemetry/histogram.h"
 #include "xfer/world.h"
 
@@ -51,62 +48,6 @@ Op op_of(const std::string& name) {
   if (name == "send") return Op::kSend;
   return Op::kWriteNotify;  // the CLI accepts nothing else
 }
-
-// The benchmark's buffer: anonymous memory, zeroed, on 2 MiB transparent huge pages when
-// asked (madvise before the first touch, so the pages are huge from the start).
-class BenchBuffer {
- public:
-  BenchBuffer() = default;
-  BenchBuffer(const BenchBuffer&) = delete;
-  BenchBuffer& operator=(const BenchBuffer&) = delete;
-  ~BenchBuffer() {
-    if (map_ != nullptr) munmap(map_, mapped_);
-  }
-  Status allocate(size_t bytes, bool hugepages) {
-    constexpr size_t kHuge = size_t{2} << 20;
-    mapped_ = bytes + (hugepages ? kHuge : 0);
-    void* m = mmap(nullptr, mapped_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (m == MAP_FAILED) return Status::Unavailable("bench buffer of {} bytes: mmap: {}", bytes, std::strerror(errno));
-    map_ = static_cast<std::byte*>(m);
-    data_ = map_;
-    size_ = bytes;
-    if (!hugepages) return {};
-    data_ = reinterpret_cast<std::byte*>((reinterpret_cast<uintptr_t>(map_) + kHuge - 1) & ~uintptr_t{kHuge - 1});
-    std::string thp;
-    std::getline(std::ifstream("/sys/kernel/mm/transparent_hugepage/enabled"), thp);
-    if (thp.empty() || thp.find("[never]") != std::string::npos)
-      return Status::Unavailable("--hugepages: transparent huge pages are off ({}: '{}')",
-                                 "/sys/kernel/mm/transparent_hugepage/enabled", thp);
-    if (madvise(data_, (bytes + kHuge - 1) & ~(kHuge - 1), MADV_HUGEPAGE) != 0)
-      return Status::Unavailable("--hugepages: madvise(MADV_HUGEPAGE): {}", std::strerror(errno));
-    return {};
-  }
-  std::byte* data() const { return data_; }
-  size_t size() const { return size_; }
-  // Bytes of the mapping that the kernel backs with huge pages now (/proc/self/smaps).
-  size_t huge_bytes() const {
-    std::ifstream smaps("/proc/self/smaps");
-    std::string line;
-    bool ours = false;
-    size_t total = 0;
-    // madvise split the mapping: sum over every area that overlaps the buffer.
-    const auto from = reinterpret_cast<uintptr_t>(data_), to = from + size_;
-    while (std::getline(smaps, line)) {
-      unsigned long lo = 0, hi = 0;
-      if (std::sscanf(line.c_str(), "%lx-%lx ", &lo, &hi) == 2 && line.find(':') > line.find(' ')) {
-        ours = lo < to && hi > from;
-      } else if (ours && line.rfind("AnonHugePages:", 0) == 0) {
-        total += std::strtoull(line.c_str() + 14, nullptr, 10) * 1024;
-      }
-    }
-    return total;
-  }
-
- private:
-  std::byte* map_ = nullptr;
-  std::byte* data_ = nullptr;
-  size_t mapped_ = 0, size_ = 0;
-};
 
 struct Ctx {
   World& world;
