@@ -446,26 +446,30 @@ podnet_job() {  # podnet_job OUT ARGS...: podnet run -n 2 -- podnet ARGS..., loo
   fi
 }
 
+# podnet_bw_once OUT [bench p2p ARGS...]: one podnet write-bandwidth job in this shell (its
+# trap stops the job on an interrupt); sets gbps, gBps and it.
+podnet_bw_once() {
+  local out=$1
+  shift
+  podnet_job "$out" bench p2p "$@" --json
+  read -r gbps gBps it < <(py podnet_bw "$out") || { show_log "$out"; die "cannot parse podnet output"; }
+  [[ -n "${it:-}" ]] || { show_log "$out"; die "cannot parse podnet output"; }
+}
+
 run_podnet_bw() {  # run_podnet_bw REPEAT
-  local rep=$1 s b iters out gbps gBps it
+  local rep=$1 s b iters gbps gBps it
   for s in "${sizes[@]}"; do
     b=$(to_bytes "$s")
     iters=$((bw_bytes / b))
     ((iters >= 8)) || iters=8
-    out="$work/podnet_bw_${s}_${rep}.txt"
-    podnet_job "$out" bench p2p -o write -m bw -s "$s" -n "$iters" --json
-    read -r gbps gBps it < <(py podnet_bw "$out") || { show_log "$out"; die "cannot parse podnet output"; }
-    [[ -n "${it:-}" ]] || { show_log "$out"; die "cannot parse podnet output"; }
+    podnet_bw_once "$work/podnet_bw_${s}_${rep}.txt" -o write -m bw -s "$s" -n "$iters"
     record "podnet_write_bw_$s" "$rep" "$gbps"
     printf '  [%d/%d] podnet write %-4s %7.2f Gb/s (%.2f GB/s, %d iterations)\n' \
       "$rep" "$repeats" "$s" "$gbps" "$gBps" "$it"
     # Large sizes once more with the buffers on huge pages (an info row: TLB misses in the
     # kernel's copies of a 16-64 MiB region, which iperf3's 1 MiB buffer does not have).
     ((b >= 16 << 20)) || continue
-    out="$work/podnet_bw_huge_${s}_${rep}.txt"
-    podnet_job "$out" bench p2p -o write -m bw -s "$s" -n "$iters" --hugepages --json
-    read -r gbps gBps it < <(py podnet_bw "$out") || { show_log "$out"; die "cannot parse podnet output"; }
-    [[ -n "${it:-}" ]] || { show_log "$out"; die "cannot parse podnet output"; }
+    podnet_bw_once "$work/podnet_bw_huge_${s}_${rep}.txt" -o write -m bw -s "$s" -n "$iters" --hugepages
     record "podnet_write_bw_huge_$s" "$rep" "$gbps"
     printf '  [%d/%d] podnet write %-4s %7.2f Gb/s with --hugepages\n' "$rep" "$repeats" "$s" "$gbps"
   done

@@ -376,10 +376,10 @@ Result<std::vector<P2pRow>> run_p2p(World& world, const P2pOptions& o) {
 
 Result<std::vector<P2pRow>> run_p2p_pair(World& world, int peer, bool initiator, const P2pOptions& o) {
   std::vector<P2pRow> rows;
-  // Room for every size: its slots, and at least two messages (latency mode sends from the
-  // first half and receives into the second).
   if (o.mode == "lat" && o.op == "write" && std::find(o.sizes.begin(), o.sizes.end(), 0) != o.sizes.end())
     return Status::InvalidArgument("write latency needs at least 1 byte (the target watches the last one)");
+  // Room for every size: its slots, and at least two messages (latency mode sends from the
+  // first half and receives into the second).
   uint64_t buf_bytes = 0;
   for (uint64_t size : o.sizes)
     buf_bytes = std::max(buf_bytes, std::max<uint64_t>(size, 1) * std::max(2, slots_for(o, size)));
