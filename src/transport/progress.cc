@@ -47,6 +47,11 @@ constexpr int64_t kCrowdedRecheckNs = 2'000'000, kStartupNs = 500'000'000;
 // keep reading at the same instants and see each other's reader).
 constexpr int kCrowdedAgree = 3;
 constexpr unsigned kEpollMaskMin = 7, kEpollMaskMax = 63;
+// A spinning thread's epoll_wait() while no socket had input: at most this often. 0.3-1 us
+// per call (1 us under TCG) in every 100 us of spinning is below 1 %; every 8th to 64th turn
+// of a verbs or shm spin (a poll of a completion queue or ring, 50-100 ns on hardware) it
+// was 10-20 %, and 0.4-3.4 calls per round trip of the soft-RoCE write ping-pong.
+constexpr int64_t kIdleEpollNs = 100'000;
 // Waits in a row longer than the spin before the engine shortens it on a crowded host. With
 // 8 ranks on 2 CPUs behind 1 Gbit/s links every wait for a 256 KiB chunk takes milliseconds:
 // a full spin of yields per wait made 83 % of the ranks' 120 000 context switches a second
@@ -229,10 +234,23 @@ int ProgressEngine::poll(int timeout_ms, int* fd_events, int* served) {
 // are in play: then every turn, since the peer that answers next is rarely the one that
 // answered last (4 ranks on 2 CPUs over tcp, 32 B allgather 26-31 us against 40-43 with the
 // hot connection tried first; see docs/performance.md).
+// While no socket ever had input, a turn calls epoll_wait() at most every kIdleEpollNs (any
+// thread): a descriptor then carries nothing a spinning thread waits for (new connections, a
+// peer's set-up socket closing, wake-ups meant for a sleeper); a readable one that is not
+// drained at once, such as a completion channel, kept the call at every 8th turn.
 void ProgressEngine::spin_turn(unsigned turn, bool crowded) {
   EventHandler* hot = hot_.load(std::memory_order_acquire);
   const unsigned epoll_mask = crowded && hot != nullptr ? 0u : epoll_mask_.load(std::memory_order_relaxed);
-  if ((turn & epoll_mask) != epoll_mask) {
+  bool epoll_turn = (turn & epoll_mask) == epoll_mask;
+  if (epoll_turn && hot == nullptr) {
+    const int64_t now = now_ns();
+    if (now < next_idle_epoll_ns_.load(std::memory_order_relaxed)) {
+      epoll_turn = false;
+    } else {
+      next_idle_epoll_ns_.store(now + kIdleEpollNs, std::memory_order_relaxed);
+    }
+  }
+  if (!epoll_turn) {
     if (hot != nullptr) hot->on_event(EPOLLIN);
     run_pollers();
     return;

@@ -149,8 +149,8 @@ class ProgressEngine {
   void note_active() noexcept;
   // An application thread polls once instead of waiting (Context::progress, Request::test):
   // note_active(), then poll(0) once sockets are in play; while none ever had input, one
-  // turn of a waiter's spin (spin_turn): the pollers every time, epoll_wait() only every
-  // few calls, so that a thread calling this in a loop makes no system call per call while
+  // turn of a waiter's spin (spin_turn): the pollers every time, epoll_wait() at most every
+  // 100 us, so that a thread calling this in a loop makes no system call per call while
   // only pollers (verbs completion queues, shm rings) have work (the verbs write ping-pong
   // made 13-28 epoll_wait calls per iteration before, ~1.4 us each under TCG).
   void drive();
@@ -206,6 +206,8 @@ class ProgressEngine {
   // play, backing off to 64 while no socket had input and epoll finds nothing (shm and verbs
   // waits progress through the pollers and need no system call).
   std::atomic<unsigned> epoll_mask_{7};
+  // While no socket had input: no epoll_wait() in a spin turn before this time (spin_turn).
+  std::atomic<int64_t> next_idle_epoll_ns_{0};
   Poller* pollers_[kMaxPollers] = {};
   std::atomic<int> npollers_{0};
 };
