@@ -27,6 +27,10 @@ class RegionState {
   std::shared_ptr<MemoryRegistry> registry;  // keeps the registry alive past its context
   std::atomic<int> inflight{0};     // remote operations touching the memory right now
   std::atomic<bool> registered{true};
+  // One transport's registration of the region with its device (verbs: the ibv_mr), read
+  // without a lock on every operation. Only the transport that claimed the slot
+  // (MemoryRegistry::claim_device_slot) reads or writes it.
+  mutable std::atomic<void*> device_handle{nullptr};
 };
 
 // Holds a region pinned (it cannot finish deregistering) while a remote operation uses it.
@@ -79,6 +83,16 @@ class MemoryRegistry : public std::enable_shared_from_this<MemoryRegistry> {
   std::shared_ptr<RegionState> find(uint64_t key);
   void add_observer(RegionObserver* o);
   void remove_observer(RegionObserver* o);  // waits for a running on_remove() to return
+  // RegionState::device_handle belongs to the first transport that asks (true for it);
+  // release it when that transport goes away.
+  bool claim_device_slot(const void* who) noexcept {
+    const void* owner = nullptr;
+    return device_slot_owner_.compare_exchange_strong(owner, who) || owner == who;
+  }
+  void release_device_slot(const void* who) noexcept {
+    const void* owner = who;
+    device_slot_owner_.compare_exchange_strong(owner, nullptr);
+  }
 
  private:
   uint64_t owner_;
@@ -87,6 +101,7 @@ class MemoryRegistry : public std::enable_shared_from_this<MemoryRegistry> {
   uint64_t next_ = 0;
   std::mutex observers_mu_;  // held while observers run
   std::vector<RegionObserver*> observers_;
+  std::atomic<const void*> device_slot_owner_{nullptr};
 };
 
 }  // namespace podnet::detail

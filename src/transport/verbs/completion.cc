@@ -440,8 +440,10 @@ void VerbsEndpoint::tick(int64_t now) {
                                        "is the peer's verbs setup port reachable?",
                                        o.connect_timeout_ms),
                     done);
-    } else if (now - last_post_ns_ > int64_t{o.heartbeat_ms} * 1000000 &&
-               !req_qp_->sq.full()) {
+    } else if (posts_ != posts_seen_) {  // busy since the last tick
+      posts_seen_ = posts_;
+      quiet_since_ns_ = now;
+    } else if (now - quiet_since_ns_ > int64_t{o.heartbeat_ms} * 1000000 && !req_qp_->sq.full()) {
       // An RDMA write the peer's CPU never sees: a dead host or path becomes "retry exceeded".
       post_rdma(*req_qp_, IBV_WR_RDMA_WRITE, make_wr_id(WrKind::kBeat, 0, 0), beat_.data(), beat_mr_->lkey,
                 beat_.size(), peer_req_.beat_addr, peer_req_.beat_rkey, 0);

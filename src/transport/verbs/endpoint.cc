@@ -174,6 +174,7 @@ Status VerbsEndpoint::on_reply(const Hello& reply) {
       peer_req_ = reply;
       credits_ = static_cast<int>(reply.recv_depth);
       connected_ = true;
+      quiet_since_ns_ = now_ns();
       ibv_gid g;
       std::memcpy(g.raw, reply.gid, 16);
       Device& d = transport_->device();
@@ -362,7 +363,7 @@ bool VerbsEndpoint::post_message(const Msg& m, const void* payload, size_t len) 
   if (credits_ <= 0) return false;
   if (!post_slot(*req_qp_, m, payload, len, "ibv_post_send")) return false;
   --credits_;
-  last_post_ns_ = now_ns();
+  ++posts_;
   return true;
 }
 
@@ -442,7 +443,7 @@ bool VerbsEndpoint::post_rdma(QueuePair& q, ibv_wr_opcode opcode, uint64_t wr_id
     return false;
   }
   q.sq.posted(signaled, signaled ? 0 : wr_id);
-  last_post_ns_ = now_ns();
+  ++posts_;
   return true;
 }
 

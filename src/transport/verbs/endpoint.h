@@ -229,7 +229,11 @@ class VerbsEndpoint : public detail::TransportEndpoint, public std::enable_share
   size_t next_lane_ = 0, next_pull_lane_ = 0;  // round-robin of whole transfers over the QPs
   Status failed_;
   Status post_failed_;  // an ibv_post_send error inside pump(): fails the endpoint there
-  int64_t created_ns_ = 0, last_post_ns_ = 0;
+  int64_t created_ns_ = 0;
+  // Work requests posted (counted, not timed: a clock read per post was 70 instructions);
+  // tick() notes when the count last changed, and heartbeats once it stayed put long enough.
+  uint64_t posts_ = 0, posts_seen_ = 0;
+  int64_t quiet_since_ns_ = 0;
   SpinLock poll_mu_;  // one thread drains the CQ at a time (keeps message order)
   std::vector<uint64_t> retired_;  // handle(): unsignaled chunks a completion retired
   // Receive buffers handled and not yet re-posted (poll() re-posts them first thing, then the

@@ -17,17 +17,21 @@ int access_flags(Access a) {
 MrCache::MrCache(Device& device, detail::MemoryRegistry& registry, std::function<void(uint64_t)> on_revoke)
     : device_(device), registry_(registry), on_revoke_(std::move(on_revoke)) {
   registry_.add_observer(this);
+  slot_ = registry_.claim_device_slot(this);
 }
 
 MrCache::~MrCache() {
   registry_.remove_observer(this);
   std::lock_guard lk(mu_);
-  for (auto& [r, mr] : mrs_)
+  for (auto& [r, mr] : mrs_) {
+    if (slot_) r->device_handle.store(nullptr, std::memory_order_release);
     if (mr) ibv_dereg_mr(mr);
+  }
   mrs_.clear();
+  if (slot_) registry_.release_device_slot(this);
 }
 
-Result<ibv_mr*> MrCache::get(const detail::RegionState& region) {
+Result<ibv_mr*> MrCache::get_slow(const detail::RegionState& region) {
   std::lock_guard lk(mu_);
   auto it = mrs_.find(&region);
   if (it != mrs_.end()) return it->second;
@@ -43,6 +47,8 @@ Result<ibv_mr*> MrCache::get(const detail::RegionState& region) {
                                  device_.name, region.length, std::strerror(errno));
   }
   mrs_.emplace(&region, mr);
+  if (slot_ && mr != nullptr)
+    region.device_handle.store(mr, std::memory_order_release);
   return mr;
 }
 
@@ -60,6 +66,7 @@ void MrCache::on_remove(detail::RegionState& region) {
     std::lock_guard lk(mu_);
     auto it = mrs_.find(&region);
     if (it == mrs_.end()) return;
+    if (slot_) region.device_handle.store(nullptr, std::memory_order_release);
     if (it->second) {
       had_remote = region.access != Access::kNone;
       ibv_dereg_mr(it->second);  // from here on the device refuses the rkey
