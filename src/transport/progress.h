@@ -202,11 +202,12 @@ class ProgressEngine {
   std::atomic<int> long_waits_{0};
   Hysteresis crowded_filter_;  // the readings behind crowded_ (background thread only)
   int ncpus_ = 1;
-  // A spinning waiter calls epoll_wait() every (epoll_mask_+1) turns: 8 while sockets are in
-  // play, backing off to 64 while no socket had input and epoll finds nothing (shm and verbs
-  // waits progress through the pollers and need no system call).
+  // A spinning waiter considers epoll_wait() every (epoll_mask_+1) turns: 8 while sockets are
+  // in play (it calls it then), backing off to 64 while no socket had input and epoll finds
+  // nothing. While no socket had input such a turn only reads the clock and calls it when
+  // next_idle_epoll_ns_ has passed (at most every 100 us, from any thread): shm and verbs
+  // waits progress through the pollers and need no system call.
   std::atomic<unsigned> epoll_mask_{7};
-  // While no socket had input: no epoll_wait() in a spin turn before this time (spin_turn).
   std::atomic<int64_t> next_idle_epoll_ns_{0};
   Poller* pollers_[kMaxPollers] = {};
   std::atomic<int> npollers_{0};
