@@ -64,7 +64,10 @@ class Arena {
   // The data rank `r` posted for call `s`, after checking that it is the same call.
   Result<const std::byte*> wait_posted(Call& c, int r, uint32_t s, size_t bytes);
   // This rank has seen every other rank's post of call `s`.
-  void saw_all(uint32_t s) { known_done_ = s - 1; }
+  void saw_all(uint32_t s) {
+    known_done_ = s - 1;
+    if (touch_want_ > touched_) touch_peers();
+  }
   void finish(uint32_t s);
 
   // Cross-memory attach between every pair of ranks (agreed at set-up): a call may post an
@@ -91,6 +94,8 @@ class Arena {
   Status slow_checks(Call& c, int r, const char* what, int64_t deadline, std::optional<CallInfo>* past);
   void wake_sleepers(Wake* w, std::atomic<uint32_t>* word);
   void map_ahead(size_t bytes);
+  void map_headers();  // readies every slot buffer's first page (set-up)
+  void touch_peers();  // reads every peer buffer's pages up to touch_want_ (see map_ahead)
   void introduce();    // writes this rank's pid and mapping address into its control line
   bool probe_peers();  // whether this rank can read every other rank's memory
 
@@ -103,7 +108,9 @@ class Arena {
   bool light_post_ = false;      // every rank registered for membarrier: posters skip the fence
   uint32_t seq_ = 0;         // arena calls so far
   uint32_t known_done_ = 0;  // every rank has finished at least this call
-  size_t mapped_ = 0;        // every slot buffer is mapped for payloads this large
+  size_t mapped_ = 0;        // the own slot buffers are written for payloads this large
+  size_t touch_want_ = 0;    // bytes of every buffer (header included) the peers have written
+  size_t touched_ = 0;       // of which this rank has read every page of theirs
   bool cma_ = false;         // every rank can read every other one's memory
 };
 
