@@ -175,10 +175,35 @@ Status shm_reduce_scatter(Call& c, Arena& a, const void* send, void* recv, size_
 }
 
 Status shm_allgather(Call& c, Arena& a, const void* send, void* recv, size_t count) {
+  const int n = c.size(), me = c.rank();
   const size_t bytes = count * c.esize();
-  return everyone_posts(c, a, send, bytes, true, [&](const std::byte* const* slots) {
-    for (int r = 0; r < c.size(); ++r) copy(B(recv) + r * bytes, slots[r], bytes);
-  });
+  if (bytes <= a.slot_bytes())
+    return everyone_posts(c, a, send, bytes, true, [&](const std::byte* const* slots) {
+      for (int r = 0; r < n; ++r) copy(B(recv) + r * bytes, slots[r], bytes);
+    });
+  // Blocks larger than a slot go through in slot-sized parts, each an arena call of its
+  // own; a rank runs up to kBuffers parts ahead of the slowest. Every part writes only its
+  // own range of each output block, so an input in place (the own block) is read before
+  // anything overwrites it; an input anywhere else inside the output is moved to the own
+  // block first.
+  const auto* in = static_cast<const std::byte*>(send);
+  std::byte* own = B(recv) + me * bytes;
+  if (in != own && overlaps(in, bytes, recv, n * bytes)) {
+    std::memmove(own, in, bytes);
+    in = own;
+  }
+  Slots sl(n);
+  for (size_t off = 0; off < bytes; off += a.slot_bytes()) {
+    const size_t len = std::min(a.slot_bytes(), bytes - off);
+    const uint32_t s = a.begin(len);
+    PODNET_RETURN_IF_ERROR(put(c, a, s, in + off, len));
+    copy(own + off, in + off, len);  // while the others post
+    PODNET_RETURN_IF_ERROR(get_all(c, a, s, len, sl.get()));
+    for (int r = 0; r < n; ++r)
+      if (r != me) copy(B(recv) + r * bytes + off, sl.get()[r], len);
+    a.finish(s);
+  }
+  return {};
 }
 
 Status shm_gather(Call& c, Arena& a, const void* send, void* recv, size_t count, int root) {
@@ -188,12 +213,47 @@ Status shm_gather(Call& c, Arena& a, const void* send, void* recv, size_t count,
   });
 }
 
+namespace {
+
+// alltoall with blocks whose n make more than a slot: in parts of slot_bytes / n bytes of
+// every block, each an arena call of its own (as allgather above). A part copies every
+// input block's range into the slot before it writes that range of any output block, so
+// in place needs nothing more; an input that overlaps the output otherwise is copied aside.
+Status shm_alltoall_parts(Call& c, Arena& a, const std::byte* in, std::byte* out, size_t bytes) {
+  const int n = c.size(), me = c.rank();
+  const size_t total = bytes * n, part = std::max<size_t>(1, a.slot_bytes() / n);
+  if (in != out && overlaps(in, total, out, total)) {
+    std::byte* saved = c.scratch(total, 0);
+    std::memcpy(saved, in, total);
+    in = saved;
+  }
+  Slots sl(n);
+  for (size_t off = 0; off < bytes; off += part) {
+    const size_t len = std::min(part, bytes - off);
+    const uint32_t s = a.begin(len * n);
+    PODNET_RETURN_IF_ERROR(a.wait_writable(c, s));
+    std::byte* mine = a.slot(me, s, len * n);
+    for (int r = 0; r < n; ++r)
+      if (r != me) copy(mine + r * len, in + r * bytes + off, len);
+    a.post(c, s, len * n);
+    copy(out + me * bytes + off, in + me * bytes + off, len);  // while the others post
+    PODNET_RETURN_IF_ERROR(get_all(c, a, s, len * n, sl.get()));
+    for (int r = 0; r < n; ++r)
+      if (r != me) copy(out + r * bytes + off, sl.get()[r] + me * len, len);
+    a.finish(s);
+  }
+  return {};
+}
+
+}  // namespace
+
 Status shm_alltoall(Call& c, Arena& a, const void* send, void* recv, size_t count) {
   // The own block never goes through the slot: it is copied straight to the output (in
   // place it is already there). The others are in the slot before any output is written.
   const int n = c.size(), me = c.rank();
   const size_t bytes = count * c.esize(), total = bytes * n;
   const auto* in = static_cast<const std::byte*>(send);
+  if (total > a.slot_bytes()) return shm_alltoall_parts(c, a, in, B(recv), bytes);
   const uint32_t s = a.begin(total);
   PODNET_RETURN_IF_ERROR(a.wait_writable(c, s));
   copy_other_blocks(a.slot(me, s, total), in, bytes, n, me);

@@ -224,13 +224,25 @@ bool cma_beyond_arena(Collective c) {
   // against the arena's 96-104 and linear's 93-159, 1 MiB 205-283 against 219-329, even
   // from 2 MiB. alltoall on 4 ranks 128 KiB 22-32 against the arena's 28-39, 256 KiB
   // 35-55 against linear's 44-101, 512 KiB 87-154 against 104-128; on 2 ranks even with
-  // linear or a little ahead (128 KiB 6.0-7.9 against 6.8-7.0).
-  // allreduce on 2 ranks (more ranks stay in the arena at every size, see arena_crossover),
-  // six interleaved runs against the tuner's choice before (out of place): 512 KiB 106-145
-  // against the ring's 141-151 us, 1 MiB 231-254 against 262-278, 4 MiB 827-838 against
-  // 911-1000, 8 MiB 1.62-1.71 against 1.98-2.05 ms, 16 MiB 3.6-4.7 against rabenseifner's
-  // 3.8-5.0; at 256 KiB even with the arena (58-77 against 56-70), at 128 KiB behind it.
-  return c == Collective::kAllgather || c == Collective::kAlltoall || c == Collective::kAllreduce;
+  // linear or a little ahead (128 KiB 6.0-7.9 against 6.8-7.0). Larger allgather blocks go
+  // back to the arena (arena_parts_from); allreduce stays in it (arena_crossover).
+  return c == Collective::kAllgather || c == Collective::kAlltoall;
+}
+
+size_t arena_parts_from(Collective c) {
+  // allgather blocks from 1 MiB: the arena's parts (a copy into the own slot, copies out of
+  // the peers' slots, all within cache-sized pieces) against one cross-memory read per peer,
+  // which pins and copies a page at a time (2026-12-02, two interleaved rounds, out of place,
+  // -n 10 -w 2 as bench/compare_coll.sh runs them: 2 ranks 4 / 16 / 64 MiB 208-226 us /
+  // 1.06-1.31 / 7.2-7.9 ms against 256-276 us / 1.61-2.01 / 9.6-10.4 ms; 4 ranks on 2 CPUs
+  // 4 / 16 / 64 MiB 0.59-0.86 / 3.27-3.34 / 12.9-14.5 ms against 0.88-0.99 / 4.5-5.7 /
+  // 23.0-24.0 ms; 2 ranks 2 MiB, i.e. 1 MiB blocks, three rounds 139-144 against 153-175
+  // us, with -n 100 even, 121-123 against 122-127; 1 MiB on either count even or behind).
+  // Without direct reads the parts beat the transport's ring over shm likewise (2 ranks,
+  // PODNET_SHM_CMA=0, two rounds: 4 / 16 MiB 210-247 us / 1.09-1.34 ms against 294-389 us /
+  // 1.90-2.57 ms). alltoall: no such size out of place (2 ranks ahead, 4 ranks far behind:
+  // 64 parts of 128 KiB blocks, each a round of 4 ranks on 2 CPUs); in place see alltoall.
+  return c == Collective::kAllgather ? size_t{1} << 20 : SIZE_MAX;
 }
 
 size_t arena_crossover(Collective c, int n, bool cma) {
@@ -239,13 +251,17 @@ size_t arena_crossover(Collective c, int n, bool cma) {
   constexpr size_t K = 1024;
   switch (c) {
     case Collective::kAllreduce:
-      // More ranks: every size (the arena takes large vectors in slot-sized parts, each
-      // rank reducing its block of each): 4 ranks on 2 CPUs, out of place, 512 KiB
-      // 270-319 us against rabenseifner's 322-342 (the arena before its split reduction:
-      // 443-459), 4 MiB 2.0-2.3 against 2.6-2.7 ms, 16 MiB 9.7-12.2 against 15.6-15.7; 3
-      // and 8 ranks likewise (the direct reads, algorithm "cma", even with it). Two ranks: the
-      // direct reads win from 512 KiB (cma_beyond_arena).
-      return n <= 2 ? 256 * K : SIZE_MAX;
+      // Every size (the arena takes large vectors in slot-sized parts, each rank reducing
+      // its block of each): 4 ranks on 2 CPUs, out of place, 512 KiB 270-319 us against
+      // rabenseifner's 322-342 (the arena before its split reduction: 443-459), 4 MiB
+      // 2.0-2.3 against 2.6-2.7 ms, 16 MiB 9.7-12.2 against 15.6-15.7; 3 and 8 ranks
+      // likewise (the direct reads, algorithm "cma", even with it). Two ranks (2026-12-02,
+      // against "cma", which had taken over from 512 KiB): two interleaved rounds with -n
+      // 200, 256 KiB / 512 KiB / 1 / 2 MiB 32-33 / 62-65 / 129 / 258-267 us against 54-58 /
+      // 97-99 / 186-188 / 341-362; two with -n 10 -w 2, 1 / 4 / 16 / 64 MiB 156-161 us /
+      // 504-510 us / 2.41-2.61 ms / 10.6-11.1 ms against 187-197 / 763-775 / 3.36-3.73 /
+      // 14.4-14.5.
+      return SIZE_MAX;
     case Collective::kReduce:
     case Collective::kReduceScatter:
       return n <= 2 ? 256 * K : 128 * K;

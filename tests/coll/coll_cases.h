@@ -74,7 +74,8 @@ inline std::vector<std::string> expected_algorithms(Collective c) {
 inline constexpr size_t kArenaSlot = 512 * 1024;
 inline bool arena_fits(Collective c, size_t count, DataType t, int n) {
   if (n < 2) return false;  // a single rank has no arena
-  if (c == Collective::kAllreduce) return true;  // larger vectors go through in slot-sized parts
+  // Larger vectors go through in slot-sized parts.
+  if (c == Collective::kAllreduce || c == Collective::kAllgather || c == Collective::kAlltoall) return true;
   size_t b = count * dtype_size(t);
   if (c == Collective::kAlltoall || c == Collective::kReduceScatter || c == Collective::kScatter) b *= n;
   return b <= kArenaSlot;

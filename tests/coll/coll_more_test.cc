@@ -140,33 +140,120 @@ TEST(CollInPlace, ScatterRecvEqualsSendAtRoot) {
 // parts) runs the tuner's choice, and says so through last_algorithm; the next call that fits
 // is back in the arena.
 TEST(CollArena, ForcedShmBeyondTheSlotRunsAnotherAlgorithm) {
+  // broadcast has no parts: beyond the slot the tuner's choice runs instead.
   const int n = 3;
   Pod pod(n);
-  pod.run([&](int r) { ASSERT_TRUE(pod.comm(r).set_algorithm(Collective::kAllgather, "shm").ok()); });
+  pod.run([&](int r) { ASSERT_TRUE(pod.comm(r).set_algorithm(Collective::kBroadcast, "shm").ok()); });
   const size_t big = kArenaSlot / 4 + 1000, small = 100;
-  ASSERT_FALSE(arena_fits(Collective::kAllgather, big, DataType::kInt32, n));
+  ASSERT_FALSE(arena_fits(Collective::kBroadcast, big, DataType::kInt32, n));
   std::atomic<int> problems{0};
   pod.run([&](int r) {
     for (size_t count : {big, small, big}) {
-      std::vector<int32_t> in(count), out(count * n);
-      for (size_t i = 0; i < count; ++i) in[i] = static_cast<int32_t>(r * 1000 + i % 1000);
-      Status st = pod.comm(r).allgather(in.data(), out.data(), count, DataType::kInt32);
+      std::vector<int32_t> buf(count, -1);
+      if (r == 1)
+        for (size_t i = 0; i < count; ++i) buf[i] = static_cast<int32_t>(i % 1000 + 7);
+      Status st = pod.comm(r).broadcast(buf.data(), count, DataType::kInt32, 1);
       if (!st.ok()) {
         ADD_FAILURE() << st.to_string();
         ++problems;
         continue;
       }
-      for (size_t i = 0; i < count * n; ++i)
-        if (out[i] != static_cast<int32_t>(i / count * 1000 + i % count % 1000)) {
-          ADD_FAILURE() << "rank " << r << " count " << count << " element " << i << " = " << out[i];
+      for (size_t i = 0; i < count; ++i)
+        if (buf[i] != static_cast<int32_t>(i % 1000 + 7)) {
+          ADD_FAILURE() << "rank " << r << " count " << count << " element " << i << " = " << buf[i];
           ++problems;
           break;
         }
-      std::string used = pod.comm(r).last_algorithm(Collective::kAllgather);
+      std::string used = pod.comm(r).last_algorithm(Collective::kBroadcast);
       if ((count == small) != (used == "shm")) {
         ADD_FAILURE() << "count " << count << " ran '" << used << "'";
         ++problems;
       }
+    }
+  });
+  EXPECT_EQ(problems.load(), 0);
+}
+
+TEST(CollArena, AllgatherAndAlltoallBeyondTheSlotGoInParts) {
+  // Forced "shm" beyond the slot: slot-sized parts, each an arena call (28 per round, more
+  // than the arena's 16 buffers, so the ranks reuse buffers while others may still read
+  // them), with a tail shorter than a part; out of place, in place, and an allgather input inside the
+  // output elsewhere than its own block. The pattern checks every element's origin.
+  const int n = 3;
+  Pod pod(n);
+  pod.run([&](int r) {
+    ASSERT_TRUE(pod.comm(r).set_algorithm(Collective::kAllgather, "shm").ok());
+    ASSERT_TRUE(pod.comm(r).set_algorithm(Collective::kAlltoall, "shm").ok());
+  });
+  const size_t count = kArenaSlot / 4 * 5 + 13;  // int32: 5 parts and a bit per allgather block
+  ASSERT_GT(count * sizeof(int32_t), kArenaSlot);
+  ASSERT_GT((count / n + 1) * n * sizeof(int32_t), kArenaSlot);
+  std::atomic<int> problems{0};
+  auto value = [](int from, int to, size_t i) { return static_cast<int32_t>(from * 100000 + to * 10000 + i % 9973); };
+  auto check = [&](int r, const char* what, const std::vector<int32_t>& out, size_t block, bool a2a, size_t skew) {
+    for (int from = 0; from < n; ++from)
+      for (size_t i = 0; i < block; ++i) {
+        int32_t want = a2a ? value(from, r, i) : value(from, 0, i);
+        if (out[skew + from * block + i] != want) {
+          ADD_FAILURE() << what << ": rank " << r << " block " << from << " element " << i << " = " << out[skew + from * block + i]
+                        << ", expected " << want;
+          ++problems;
+          return;
+        }
+      }
+    if (pod.comm(r).last_algorithm(a2a ? Collective::kAlltoall : Collective::kAllgather) != "shm") {
+      ADD_FAILURE() << what << " ran " << pod.comm(r).last_algorithm(a2a ? Collective::kAlltoall : Collective::kAllgather);
+      ++problems;
+    }
+  };
+  pod.run([&](int r) {
+    Communicator& comm = pod.comm(r);
+    for (int round = 0; round < 2; ++round) {
+      // allgather out of place
+      std::vector<int32_t> in(count), out(count * n, -1);
+      for (size_t i = 0; i < count; ++i) in[i] = value(r, 0, i);
+      if (Status st = comm.allgather(in.data(), out.data(), count, DataType::kInt32); !st.ok()) {
+        ADD_FAILURE() << st.to_string();
+        ++problems;
+        return;
+      }
+      check(r, "allgather", out, count, false, 0);
+      // in place: the input is the own block
+      std::fill(out.begin(), out.end(), -1);
+      for (size_t i = 0; i < count; ++i) out[r * count + i] = value(r, 0, i);
+      if (Status st = comm.allgather(out.data() + r * count, out.data(), count, DataType::kInt32); !st.ok()) {
+        ADD_FAILURE() << st.to_string();
+        ++problems;
+        return;
+      }
+      check(r, "allgather in place", out, count, false, 0);
+      // the input inside the output, at another rank's block and shifted by 5 elements
+      std::vector<int32_t> big(count * n + 5, -1);
+      const size_t at = ((r + 1) % n) * count + 5;
+      for (size_t i = 0; i < count; ++i) big[at + i] = value(r, 0, i);
+      if (Status st = comm.allgather(big.data() + at, big.data(), count, DataType::kInt32); !st.ok()) {
+        ADD_FAILURE() << st.to_string();
+        ++problems;
+        return;
+      }
+      check(r, "allgather input inside the output", big, count, false, 0);
+      // alltoall, out of place and in place (blocks of count / n + 1 elements)
+      const size_t block = count / n + 1;
+      std::vector<int32_t> a(block * n), b(block * n, -1);
+      for (int to = 0; to < n; ++to)
+        for (size_t i = 0; i < block; ++i) a[to * block + i] = value(r, to, i);
+      if (Status st = comm.alltoall(a.data(), b.data(), block, DataType::kInt32); !st.ok()) {
+        ADD_FAILURE() << st.to_string();
+        ++problems;
+        return;
+      }
+      check(r, "alltoall", b, block, true, 0);
+      if (Status st = comm.alltoall(a.data(), a.data(), block, DataType::kInt32); !st.ok()) {
+        ADD_FAILURE() << st.to_string();
+        ++problems;
+        return;
+      }
+      check(r, "alltoall in place", a, block, true, 0);
     }
   });
   EXPECT_EQ(problems.load(), 0);
@@ -184,37 +271,43 @@ int run_expecting(Pod& pod, int r, const Case& k, const char* algo) {
 }
 
 // Without a tuner table, allgather and alltoall leave the arena for direct cross-memory
-// reads past its crossover (every rank of the test may read the others: one process).
+// reads past its crossover (every rank of the test may read the others: one process);
+// allgather blocks from 1 MiB and in-place alltoall come back to it, in parts.
 TEST(CollArena, DirectReadsTakeOverPastTheArena) {
   Pod pod(3);
   std::atomic<int> problems{0};
+  const int mib = (1 << 20) / 4;  // int32 elements in 1 MiB
   pod.run([&](int r) {
     // allgather: blocks up to 128 KiB in the arena; alltoall: up to 64 KiB of blocks.
-    for (auto [c, count, algo] : {std::tuple{Collective::kAllgather, 1000, "shm"},
-                                  std::tuple{Collective::kAllgather, 40000, "cma"},
-                                  std::tuple{Collective::kAlltoall, 1000, "shm"},
-                                  std::tuple{Collective::kAlltoall, 8000, "cma"}})
-      problems += run_expecting(
-          pod, r, Case{c, "", DataType::kInt32, ReduceOp::kSum, static_cast<size_t>(count), 0, Variant::kOutOfPlace},
-          algo);
+    for (auto [c, count, v, algo] : {std::tuple{Collective::kAllgather, 1000, Variant::kOutOfPlace, "shm"},
+                                     std::tuple{Collective::kAllgather, 40000, Variant::kOutOfPlace, "cma"},
+                                     std::tuple{Collective::kAllgather, 40000, Variant::kInPlace, "cma"},
+                                     std::tuple{Collective::kAllgather, mib, Variant::kOutOfPlace, "shm"},
+                                     std::tuple{Collective::kAllgather, mib + 3, Variant::kInPlace, "shm"},
+                                     std::tuple{Collective::kAlltoall, 1000, Variant::kOutOfPlace, "shm"},
+                                     std::tuple{Collective::kAlltoall, 8000, Variant::kOutOfPlace, "cma"},
+                                     std::tuple{Collective::kAlltoall, 8000, Variant::kInPlace, "shm"},
+                                     std::tuple{Collective::kAlltoall, mib, Variant::kOutOfPlace, "cma"},
+                                     std::tuple{Collective::kAlltoall, mib, Variant::kInPlace, "shm"}})
+      problems += run_expecting(pod, r, Case{c, "", DataType::kInt32, ReduceOp::kSum, static_cast<size_t>(count), 0, v},
+                                algo);
   });
   EXPECT_EQ(problems.load(), 0);
 }
 
-// allreduce: on two ranks the direct reads take over from the arena past 256 KiB; on more
-// ranks the arena keeps every size.
-TEST(CollArena, TwoRankAllreduceReadsDirectlyPastTheArena) {
+// allreduce stays in the arena at every size (in slot-sized parts past a slot), on two
+// ranks as on more.
+TEST(CollArena, AllreduceStaysInTheArenaAtEverySize) {
   for (int n : {2, 3}) {
     SCOPED_TRACE("n " + std::to_string(n));
     Pod pod(n);
     std::atomic<int> problems{0};
     pod.run([&](int r) {
-      const char* big = n == 2 ? "cma" : "shm";
       const size_t mib = (1u << 20) / 4 + 5;  // float32 elements: just over 1 MiB
-      for (auto [count, v, algo] : {std::tuple{size_t{1000}, Variant::kOutOfPlace, "shm"},
-                                    std::tuple{mib, Variant::kOutOfPlace, big}, std::tuple{mib, Variant::kInPlace, big}})
+      for (auto [count, v] : {std::tuple{size_t{1000}, Variant::kOutOfPlace}, std::tuple{mib, Variant::kOutOfPlace},
+                              std::tuple{mib, Variant::kInPlace}})
         problems += run_expecting(pod, r, Case{Collective::kAllreduce, "", DataType::kFloat32, ReduceOp::kSum, count, 0, v},
-                                  algo);
+                                  "shm");
     });
     EXPECT_EQ(problems.load(), 0);
   }
