@@ -115,6 +115,8 @@ TEST(BenchColl, EveryCollectiveChecksOutAndFollowsNcclTestsConventions) {
     const bool rooted = coll == "broadcast" || coll == "reduce" || coll == "gather" || coll == "scatter";
     EXPECT_EQ(r.value("root", -2), rooted ? 0 : -1);
     EXPECT_FALSE(r.value("algorithm", "").empty());
+    EXPECT_EQ(r.value("algorithm", ""), r["out_of_place"].value("algorithm", "?"));
+    EXPECT_FALSE(r["in_place"].value("algorithm", "").empty());
     EXPECT_EQ(r.value("transport", ""), "shm");  // ranks of one host
   }
   ASSERT_GT(busbw_count, 0);
@@ -162,6 +164,30 @@ TEST(BenchColl, MixedShmAndTcpPeersInOneJob) {
     EXPECT_EQ(r.value("wrong", -1), 0) << r.dump();
   }
   EXPECT_EQ(colls.size(), 9u);
+}
+
+// A row whose places ran different algorithms says so: an in-place alltoall past the
+// arena's crossover runs in the arena's parts where out of place reads directly ("cma").
+TEST(BenchColl, EachPlaceNamesTheAlgorithmThatRanIt) {
+  for (bool json : {true, false}) {
+    std::vector<std::string> args{"run", "-n", "3", "--timeout", "50", "--", podnet_bin(), "bench", "coll", "alltoall",
+                                  "-b", "512K", "-e", "512K", "-n", "3", "-w", "1", "-c", "1"};
+    if (json) args.push_back("--json");
+    Outcome o = run_program(podnet_bin(), args);
+    ASSERT_EQ(o.exit_code, 0) << describe(o);
+    if (!json) {
+      EXPECT_NE(o.out.find(" cma/shm "), std::string::npos) << describe(o);  // the table's column
+      continue;
+    }
+    auto j = nlohmann::json::parse(rank0_text(o.out), nullptr, false);
+    ASSERT_TRUE(j.is_object()) << describe(o);
+    ASSERT_EQ(j["results"].size(), 1u) << j.dump();
+    const auto& r = j["results"][0];
+    EXPECT_EQ(r.value("wrong", -1), 0) << r.dump();
+    EXPECT_EQ(r["out_of_place"].value("algorithm", ""), "cma") << r.dump();
+    EXPECT_EQ(r["in_place"].value("algorithm", ""), "shm") << r.dump();
+    EXPECT_EQ(r.value("algorithm", ""), "cma") << r.dump();
+  }
 }
 
 // Algorithm "cma" between real processes: the ranks read each other's buffers with

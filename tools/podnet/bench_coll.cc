@@ -373,13 +373,17 @@ Result<CollRow> CollBench::measure(const CollCase& c) {
     };
     Status st = time_place(c, n, in_place, seconds[place]);
     if (!st.ok()) return st.with_context("{}", where());
+    // Per place: the tuner may choose differently in place (alltoall does).
+    (in_place ? row.in_place : row.out_of_place).algorithm = comm_.last_algorithm(c.coll);
     if (o_.check) {
       Result<uint64_t> bad = check_place(c, n, in_place);
       if (!bad.ok()) return bad.status().with_context("{} (checked call)", where());
       wrong[place] = *bad;
     }
   }
-  row.algorithm = comm_.last_algorithm(c.coll);
+  row.algorithm = row.out_of_place.algorithm == row.in_place.algorithm
+                      ? row.out_of_place.algorithm
+                      : row.out_of_place.algorithm + "/" + row.in_place.algorithm;
   // The slowest rank's time: a call is done when it is done everywhere. (nccl-tests averages
   // the ranks; here the leaves of a rooted collective can finish long before the root, since
   // small sends complete as soon as they are queued.)

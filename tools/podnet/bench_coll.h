@@ -59,6 +59,7 @@ struct PlaceResult {
   double time_us = 0;           // per call, on the slowest rank
   double algbw = 0, busbw = 0;  // GB/s
   uint64_t wrong = 0;           // elements, summed over the ranks (0 without check)
+  std::string algorithm;        // what the communicator used for these calls (last_algorithm)
 };
 
 struct CollRow {
@@ -66,7 +67,7 @@ struct CollRow {
   uint64_t size = 0;   // bytes, as nccl-tests prints it
   uint64_t count = 0;  // elements per call argument
   PlaceResult out_of_place, in_place;
-  std::string algorithm;  // what the communicator used (last_algorithm)
+  std::string algorithm;  // out of place's, or "out-of-place/in-place" where they differ
 };
 
 // The collectives `podnet bench coll` knows, by name, in the order `all` runs them.

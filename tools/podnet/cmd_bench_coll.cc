@@ -47,7 +47,9 @@ Columns, as nccl-tests prints them (rank 0 only):
             allreduce 2(n-1)/n; allgather, reduce_scatter, alltoall, gather, scatter (n-1)/n;
             broadcast, reduce 1
   #wrong    elements that differ from the reference, summed over the ranks (N/A with -c 0)
-  algorithm the algorithm the communicator ran (-a forces one); transport: rank 0's links
+  algorithm the algorithm the communicator ran (-a forces one); "A/B" when the tuner chose
+            A out of place and B in place (JSON: each place's "algorithm"; the row's
+            "algorithm" is out of place's); transport: rank 0's links
   link%     with --link-rate: busbw as a percentage of the link's rate, out-of-place and
             in-place
 In place: send and receive share one buffer the way NCCL and MPI lay it out (allgather:
@@ -221,7 +223,8 @@ struct Totals {
 };
 
 nlohmann::json place_json(const CollOptions& o, const PlaceResult& p) {
-  nlohmann::json j{{"time_us", p.time_us}, {"algbw", p.algbw}, {"busbw", p.busbw}, {"wrong", p.wrong}};
+  nlohmann::json j{{"time_us", p.time_us}, {"algbw", p.algbw}, {"busbw", p.busbw}, {"wrong", p.wrong},
+                   {"algorithm", p.algorithm}};
   if (o.link_gbps > 0) j["busbw_link_fraction"] = p.busbw * 8 / o.link_gbps;
   return j;
 }
@@ -255,7 +258,7 @@ nlohmann::json report_json(const CollOptions& o, const CollBench& b, int nranks,
                             {"redop", op_text(r.c)},
                             {"root", r.c.root},
                             {"busbw_factor", busbw_factor(r.c.coll, nranks)},
-                            {"algorithm", r.algorithm},
+                            {"algorithm", r.out_of_place.algorithm},  // each place says its own
                             {"transport", b.transport()},
                             {"out_of_place", place_json(o, r.out_of_place)},
                             {"in_place", place_json(o, r.in_place)},
