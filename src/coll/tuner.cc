@@ -270,8 +270,13 @@ size_t arena_crossover(Collective c, int n, bool cma) {
     case Collective::kAllgather:
       // Two ranks, since the ring publishes a record with one cache-line transfer
       // (2026-11-30): 16 KiB blocks 3.2 us by the ring against 4.6 through the arena.
-      // With direct reads next: 2 ranks from 4 KiB blocks (above).
-      return n <= 2 ? (cma ? 2 * K : 8 * K) : 128 * K;
+      // With direct reads next, 2 ranks up to 128 KiB blocks since the arena's buffers are
+      // written ahead (2026-12-02, two interleaved rounds, -n 500, against "cma", out of
+      // place: 8 / 32 / 128 KiB in all, i.e. 4 / 16 / 64 KiB blocks, 0.6-1.2 / 1.7-2.0 /
+      // 5.0-6.1 us against 3.4-3.5 / 4.2-4.3 / 6.6-7.0; 512 KiB 22-24 against 21-22; it
+      // was 2 KiB blocks, from 1.5 against 1.7 us at 8 KiB on 2026-11-30). More ranks: 4
+      // ranks 512 KiB (128 KiB blocks) 58-71 us against 108-114.
+      return n <= 2 ? (cma ? 128 * K : 8 * K) : 128 * K;
     case Collective::kGather:
       return n <= 2 ? 16 * K : 128 * K;
     case Collective::kAlltoall:
@@ -279,8 +284,13 @@ size_t arena_crossover(Collective c, int n, bool cma) {
       // through the arena against 32.8-64.8 by the transport's linear exchange (in place
       // 28.6-39.4 against 40.2-54.3); at 256 KiB the exchange wins out of place. Two ranks
       // (three interleaved rounds, out of place): 16 KiB blocks 3.0-3.4 us by the exchange
-      // against 4.0-4.2 through the arena, 8 KiB even (2.3-2.6 both).
-      return n <= 2 ? 8 * K : (cma ? 64 * K : 128 * K);
+      // against 4.0-4.2 through the arena, 8 KiB even (2.3-2.6 both). With direct reads
+      // next (2026-12-02, two interleaved rounds, out of place, against "cma"): 2 ranks the
+      // arena up to a slot, 32 / 128 / 512 KiB 0.9-1.1 / 3.1-3.4 / 19.8-20.9 us against
+      // 4.1-5.4 / 6.5-6.6 / 20.5-31.7; 4 ranks 128 KiB 26-39 against 51 us, 512 KiB
+      // 109-167 against 112-113 (it was 64 KiB on more ranks). Past a slot the parts
+      // measured even with "cma" on 2 ranks, far behind on 4 (arena_parts_from).
+      return n <= 2 ? (cma ? 512 * K : 8 * K) : 128 * K;
     case Collective::kScatter:
       return n <= 2 ? 32 * K : 64 * K;
     case Collective::kBarrier:

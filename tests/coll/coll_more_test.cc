@@ -278,15 +278,15 @@ TEST(CollArena, DirectReadsTakeOverPastTheArena) {
   std::atomic<int> problems{0};
   const int mib = (1 << 20) / 4;  // int32 elements in 1 MiB
   pod.run([&](int r) {
-    // allgather: blocks up to 128 KiB in the arena; alltoall: up to 64 KiB of blocks.
+    // allgather: blocks up to 128 KiB in the arena; alltoall: up to 128 KiB of blocks.
     for (auto [c, count, v, algo] : {std::tuple{Collective::kAllgather, 1000, Variant::kOutOfPlace, "shm"},
                                      std::tuple{Collective::kAllgather, 40000, Variant::kOutOfPlace, "cma"},
                                      std::tuple{Collective::kAllgather, 40000, Variant::kInPlace, "cma"},
                                      std::tuple{Collective::kAllgather, mib, Variant::kOutOfPlace, "shm"},
                                      std::tuple{Collective::kAllgather, mib + 3, Variant::kInPlace, "shm"},
                                      std::tuple{Collective::kAlltoall, 1000, Variant::kOutOfPlace, "shm"},
-                                     std::tuple{Collective::kAlltoall, 8000, Variant::kOutOfPlace, "cma"},
-                                     std::tuple{Collective::kAlltoall, 8000, Variant::kInPlace, "shm"},
+                                     std::tuple{Collective::kAlltoall, 16000, Variant::kOutOfPlace, "cma"},
+                                     std::tuple{Collective::kAlltoall, 16000, Variant::kInPlace, "shm"},
                                      std::tuple{Collective::kAlltoall, mib, Variant::kOutOfPlace, "cma"},
                                      std::tuple{Collective::kAlltoall, mib, Variant::kInPlace, "shm"}})
       problems += run_expecting(pod, r, Case{c, "", DataType::kInt32, ReduceOp::kSum, static_cast<size_t>(count), 0, v},
