@@ -229,20 +229,22 @@ bool cma_beyond_arena(Collective c) {
   return c == Collective::kAllgather || c == Collective::kAlltoall;
 }
 
-size_t arena_parts_from(Collective c) {
-  // allgather blocks from 1 MiB: the arena's parts (a copy into the own slot, copies out of
-  // the peers' slots, all within cache-sized pieces) against one cross-memory read per peer,
-  // which pins and copies a page at a time (2026-12-02, two interleaved rounds, out of place,
-  // -n 10 -w 2 as bench/compare_coll.sh runs them: 2 ranks 4 / 16 / 64 MiB 208-226 us /
-  // 1.06-1.31 / 7.2-7.9 ms against 256-276 us / 1.61-2.01 / 9.6-10.4 ms; 4 ranks on 2 CPUs
-  // 4 / 16 / 64 MiB 0.59-0.86 / 3.27-3.34 / 12.9-14.5 ms against 0.88-0.99 / 4.5-5.7 /
-  // 23.0-24.0 ms; 2 ranks 2 MiB, i.e. 1 MiB blocks, three rounds 139-144 against 153-175
-  // us, with -n 100 even, 121-123 against 122-127; 1 MiB on either count even or behind).
-  // Without direct reads the parts beat the transport's ring over shm likewise (2 ranks,
-  // PODNET_SHM_CMA=0, two rounds: 4 / 16 MiB 210-247 us / 1.09-1.34 ms against 294-389 us /
-  // 1.90-2.57 ms). alltoall: no such size out of place (2 ranks ahead, 4 ranks far behind:
-  // 64 parts of 128 KiB blocks, each a round of 4 ranks on 2 CPUs); in place see alltoall.
-  return c == Collective::kAllgather ? size_t{1} << 20 : SIZE_MAX;
+size_t arena_parts_from(Collective c, int n) {
+  // allgather blocks from 1 MiB (4 MiB on 2 ranks): the arena's parts (a copy into the own
+  // slot, copies out of the peers' slots, all within cache-sized pieces) against one
+  // cross-memory read per peer, which pins and copies a page at a time (2026-12-02,
+  // interleaved rounds, out of place, -n 10 -w 2 as bench/compare_coll.sh runs them: 4
+  // ranks on 2 CPUs, 4 / 16 / 64 MiB in all 0.59-0.86 / 3.27-3.34 / 12.9-14.5 ms against
+  // 0.88-0.99 / 4.5-5.7 / 23.0-24.0; 2 ranks 16 / 64 MiB 1.06-1.31 / 7.2-7.9 ms against
+  // 1.61-2.01 / 9.6-10.4; on 2 ranks with -n 50, three rounds, 4 MiB in all 214-274 us
+  // against 201-227, 8 MiB 468-519 against 458-677). Without direct reads the parts beat
+  // the transport's ring over shm likewise (2 ranks, PODNET_SHM_CMA=0, two rounds: 4 / 16
+  // MiB 210-247 us / 1.09-1.34 ms against 294-389 us / 1.90-2.57 ms). alltoall: no such
+  // size out of place (2 ranks ahead in one pair of rounds, behind in another; 4 ranks far
+  // behind: 64 parts of 128 KiB blocks, each a round of 4 ranks on 2 CPUs); in place see
+  // CommImpl::alltoall.
+  if (c != Collective::kAllgather) return SIZE_MAX;
+  return n <= 2 ? size_t{4} << 20 : size_t{1} << 20;
 }
 
 size_t arena_crossover(Collective c, int n, bool cma) {
@@ -286,11 +288,13 @@ size_t arena_crossover(Collective c, int n, bool cma) {
       // (three interleaved rounds, out of place): 16 KiB blocks 3.0-3.4 us by the exchange
       // against 4.0-4.2 through the arena, 8 KiB even (2.3-2.6 both). With direct reads
       // next (2026-12-02, two interleaved rounds, out of place, against "cma"): 2 ranks the
-      // arena up to a slot, 32 / 128 / 512 KiB 0.9-1.1 / 3.1-3.4 / 19.8-20.9 us against
-      // 4.1-5.4 / 6.5-6.6 / 20.5-31.7; 4 ranks 128 KiB 26-39 against 51 us, 512 KiB
-      // 109-167 against 112-113 (it was 64 KiB on more ranks). Past a slot the parts
-      // measured even with "cma" on 2 ranks, far behind on 4 (arena_parts_from).
-      return n <= 2 ? (cma ? 512 * K : 8 * K) : 128 * K;
+      // arena, 32 / 128 / 512 KiB 0.9-1.1 / 3.1-3.4 / 19.8-20.9 us against
+      // 4.1-5.4 / 6.5-6.6 / 20.5-31.7, so up to 256 KiB (512 KiB even, and in the
+      // comparison that followed 28.7 against Open MPI's 25.0 us where "cma" had read 20.9
+      // against 20.4); 4 ranks 128 KiB 26-39 against 51 us, 512 KiB 109-167 against
+      // 112-113 (it was 64 KiB on more ranks). Past a slot the parts measured even with
+      // "cma" on 2 ranks, far behind on 4 (arena_parts_from).
+      return n <= 2 ? (cma ? 256 * K : 8 * K) : 128 * K;
     case Collective::kScatter:
       return n <= 2 ? 32 * K : 64 * K;
     case Collective::kBarrier:
