@@ -187,7 +187,10 @@ void Arena::map_headers() {
 void Arena::touch_peers() {
   // Called once this rank has seen every peer's post of a call begun after the peers
   // wrote their buffers this far (map_ahead before a post, map_headers before set-up
-  // ends), so these reads race with no write. Best effort: MADV_POPULATE_READ needs 5.14.
+  // ends), so the pages exist and hold what their owner wrote there. A peer may meanwhile
+  // write a later call's payload into one of them: the byte read is discarded (volatile,
+  // only to map the page), so its value does not matter. Best effort: MADV_POPULATE_READ
+  // needs Linux 5.14.
   const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
   for (int r = 0; r < n_; ++r) {
     if (r == me_) continue;
