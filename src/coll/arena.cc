@@ -157,6 +157,22 @@ Status Arena::read_peer(Call& c, int r, void* to, uint64_t from, size_t bytes) {
   return {};
 }
 
+Status Arena::write_peer(Call& c, int r, uint64_t to, const void* from, size_t bytes) {
+  const auto* src = static_cast<const std::byte*>(from);
+  while (bytes > 0) {
+    iovec local{const_cast<std::byte*>(src), bytes}, remote{reinterpret_cast<void*>(to), bytes};
+    ssize_t put = process_vm_writev(ctl(r)->pid, &local, 1, &remote, 1, 0);
+    if (put <= 0)
+      return c.fail(Status::Unavailable("cross-memory write of {} bytes to rank {} (pid {}) in the shared-memory "
+                                        "arena: {}",
+                                        bytes, r, ctl(r)->pid, put < 0 ? std::strerror(errno) : "nothing written"));
+    src += put;
+    to += static_cast<uint64_t>(put);
+    bytes -= static_cast<size_t>(put);
+  }
+  return {};
+}
+
 Status Arena::wait_finished(Call& c, uint32_t s) {
   for (int r = 0; r < n_; ++r) {
     if (r == me_) continue;

@@ -75,6 +75,7 @@ class Arena {
   bool cma() const noexcept { return cma_; }
   // Copies `bytes` at address `from` of rank r into `to`; an error names the rank.
   Status read_peer(Call& c, int r, void* to, uint64_t from, size_t bytes);
+  Status write_peer(Call& c, int r, uint64_t to, const void* from, size_t bytes);
   // Waits until every other rank has finished call `s` (done reading what this rank posted).
   Status wait_finished(Call& c, uint32_t s);
 

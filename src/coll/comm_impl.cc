@@ -365,7 +365,7 @@ std::string_view CommImpl::choose(Collective c, size_t bytes) {
   // A table measured on this many ranks (`podnet tune`, which times shm too) comes first.
   const TuneTable* t = loaded_tune_table();
   const bool no_table = t == nullptr || t->nranks != size();
-  if (fits && no_table && (need <= arena_crossover(c, size(), cma) || need >= arena_parts_from(c, size()))) return "shm";
+  if (fits && no_table && (need <= arena_crossover(c, size(), cma) || need >= arena_parts_from(c, size(), cma))) return "shm";
   if (cma && no_table && cma_beyond_arena(c)) return "cma";
   bool over_shm = size() > 1;
   for (int p = 0; p < size() && over_shm; ++p)

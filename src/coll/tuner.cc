@@ -229,22 +229,23 @@ bool cma_beyond_arena(Collective c) {
   return c == Collective::kAllgather || c == Collective::kAlltoall;
 }
 
-size_t arena_parts_from(Collective c, int n) {
-  // allgather blocks from 1 MiB (4 MiB on 2 ranks): the arena's parts (a copy into the own
-  // slot, copies out of the peers' slots, all within cache-sized pieces) against one
-  // cross-memory read per peer, which pins and copies a page at a time (2026-12-02,
+size_t arena_parts_from(Collective c, int n, bool cma) {
+  // allgather blocks from 1 MiB on more than 2 ranks: the arena's parts (a copy into the
+  // own slot, copies out of the peers' slots, all within cache-sized pieces) against one
+  // cross-memory transfer per peer, which pins and copies a page at a time (2026-12-02,
   // interleaved rounds, out of place, -n 10 -w 2 as bench/compare_coll.sh runs them: 4
   // ranks on 2 CPUs, 4 / 16 / 64 MiB in all 0.59-0.86 / 3.27-3.34 / 12.9-14.5 ms against
-  // 0.88-0.99 / 4.5-5.7 / 23.0-24.0; 2 ranks 16 / 64 MiB 1.06-1.31 / 7.2-7.9 ms against
-  // 1.61-2.01 / 9.6-10.4; on 2 ranks with -n 50, three rounds, 4 MiB in all 214-274 us
-  // against 201-227, 8 MiB 468-519 against 458-677). Without direct reads the parts beat
-  // the transport's ring over shm likewise (2 ranks, PODNET_SHM_CMA=0, two rounds: 4 / 16
-  // MiB 210-247 us / 1.09-1.34 ms against 294-389 us / 1.90-2.57 ms). alltoall: no such
-  // size out of place (2 ranks ahead in one pair of rounds, behind in another; 4 ranks far
+  // 0.88-0.99 / 4.5-5.7 / 23.0-24.0 when "cma" read the peers' inputs; since it writes
+  // into their outputs, 16 / 64 MiB 4.1-11.5 / 16.6-20.7 against 6.1-6.5 / 19.8-22.4).
+  // Two ranks: "cma" writing, at every size (4 / 16 / 64 MiB 223-251 us / 1.94-2.12 /
+  // 9.96-10.44 ms against the parts' 317-319 us / 2.46-2.60 / 10.03-10.33). Without direct
+  // reads the parts beat the transport's ring over shm (2 ranks, PODNET_SHM_CMA=0, two
+  // rounds: 4 / 16 MiB 210-247 us / 1.09-1.34 ms against 294-389 us / 1.90-2.57 ms), so
+  // the 1 MiB holds there on 2 ranks too. alltoall: no such size out of place (4 ranks far
   // behind: 64 parts of 128 KiB blocks, each a round of 4 ranks on 2 CPUs); in place see
   // CommImpl::alltoall.
   if (c != Collective::kAllgather) return SIZE_MAX;
-  return n <= 2 ? size_t{4} << 20 : size_t{1} << 20;
+  return n <= 2 && cma ? SIZE_MAX : size_t{1} << 20;
 }
 
 size_t arena_crossover(Collective c, int n, bool cma) {

@@ -30,8 +30,9 @@ size_t arena_crossover(Collective c, int nranks, bool cma = false);
 // transport's algorithms for collective c, when every rank may read every other one.
 bool cma_beyond_arena(Collective c);
 // The call size (in slot bytes) from which the arena, in slot-sized parts, beats the direct
-// reads again (or the transport's algorithms, without them); SIZE_MAX: never.
-size_t arena_parts_from(Collective c, int nranks);
+// transfers again (`cma`: every rank may reach every other one's memory), or the
+// transport's algorithms without them; SIZE_MAX: never.
+size_t arena_parts_from(Collective c, int nranks, bool cma);
 // The static string of algorithm `name` of `c` (one of algorithms_for(c)); empty if none.
 std::string_view canonical_name(Collective c, std::string_view name);
 // Checks an override; the error lists the valid names.
