@@ -141,34 +141,18 @@ bool Arena::probe_peers() {
   return true;
 }
 
-Status Arena::read_peer(Call& c, int r, void* to, uint64_t from, size_t bytes) {
-  auto* dst = static_cast<std::byte*>(to);
+Status Arena::cross(Call& c, int r, bool to_peer, std::byte* mine, uint64_t theirs, size_t bytes) {
   while (bytes > 0) {
-    iovec local{dst, bytes}, remote{reinterpret_cast<void*>(from), bytes};
-    ssize_t got = process_vm_readv(ctl(r)->pid, &local, 1, &remote, 1, 0);
-    if (got <= 0)
-      return c.fail(Status::Unavailable("cross-memory read of {} bytes from rank {} (pid {}) in the shared-memory "
-                                        "arena: {}",
-                                        bytes, r, ctl(r)->pid, got < 0 ? std::strerror(errno) : "nothing read"));
-    dst += got;
-    from += static_cast<uint64_t>(got);
-    bytes -= static_cast<size_t>(got);
-  }
-  return {};
-}
-
-Status Arena::write_peer(Call& c, int r, uint64_t to, const void* from, size_t bytes) {
-  const auto* src = static_cast<const std::byte*>(from);
-  while (bytes > 0) {
-    iovec local{const_cast<std::byte*>(src), bytes}, remote{reinterpret_cast<void*>(to), bytes};
-    ssize_t put = process_vm_writev(ctl(r)->pid, &local, 1, &remote, 1, 0);
-    if (put <= 0)
-      return c.fail(Status::Unavailable("cross-memory write of {} bytes to rank {} (pid {}) in the shared-memory "
-                                        "arena: {}",
-                                        bytes, r, ctl(r)->pid, put < 0 ? std::strerror(errno) : "nothing written"));
-    src += put;
-    to += static_cast<uint64_t>(put);
-    bytes -= static_cast<size_t>(put);
+    iovec local{mine, bytes}, remote{reinterpret_cast<void*>(theirs), bytes};
+    const pid_t pid = ctl(r)->pid;
+    ssize_t done = to_peer ? process_vm_writev(pid, &local, 1, &remote, 1, 0) : process_vm_readv(pid, &local, 1, &remote, 1, 0);
+    if (done <= 0)
+      return c.fail(Status::Unavailable("cross-memory {} of {} bytes {} rank {} (pid {}) in the shared-memory arena: {}",
+                                        to_peer ? "write" : "read", bytes, to_peer ? "to" : "from", r, pid,
+                                        done < 0 ? std::strerror(errno) : "nothing moved"));
+    mine += done;
+    theirs += static_cast<uint64_t>(done);
+    bytes -= static_cast<size_t>(done);
   }
   return {};
 }

@@ -71,11 +71,18 @@ class Arena {
   void finish(uint32_t s);
 
   // Cross-memory attach between every pair of ranks (agreed at set-up): a call may post an
-  // address of its own memory and the others read from it directly (one copy, no slot).
+  // address of its own memory and the others read from it or write into it directly (one
+  // copy, no slot).
   bool cma() const noexcept { return cma_; }
-  // Copies `bytes` at address `from` of rank r into `to`; an error names the rank.
-  Status read_peer(Call& c, int r, void* to, uint64_t from, size_t bytes);
-  Status write_peer(Call& c, int r, uint64_t to, const void* from, size_t bytes);
+  // Copies `bytes` at address `from` of rank r into `to`, or from `from` to address `to`
+  // of rank r; an error names the rank.
+  Status read_peer(Call& c, int r, void* to, uint64_t from, size_t bytes) {
+    return cross(c, r, false, static_cast<std::byte*>(to), from, bytes);
+  }
+  Status write_peer(Call& c, int r, uint64_t to, const void* from, size_t bytes) {
+    // process_vm_writev only reads the local side (its iovec type is not const).
+    return cross(c, r, true, const_cast<std::byte*>(static_cast<const std::byte*>(from)), to, bytes);
+  }
   // Waits until every other rank has finished call `s` (done reading what this rank posted).
   Status wait_finished(Call& c, uint32_t s);
 
@@ -94,6 +101,7 @@ class Arena {
   // in when it is already past this one (wait_word decides whether that is an error).
   Status slow_checks(Call& c, int r, const char* what, int64_t deadline, std::optional<CallInfo>* past);
   void wake_sleepers(Wake* w, std::atomic<uint32_t>* word);
+  Status cross(Call& c, int r, bool to_peer, std::byte* mine, uint64_t theirs, size_t bytes);
   void map_ahead(size_t bytes);
   void map_headers();  // readies every slot buffer's first page (set-up)
   void touch_peers();  // reads every peer buffer's pages up to touch_want_ (see map_ahead)
