@@ -62,8 +62,6 @@ uint32_t register_membarrier() {
 // Small payloads share the header's cache line.
 size_t data_off(size_t bytes) { return bytes <= 32 ? 32 : 64; }
 bool at_least(uint32_t v, uint32_t want) { return static_cast<int32_t>(v - want) >= 0; }
-// madvise(2) advice of Linux 5.14, which older headers lack.
-constexpr int kPopulateRead = 22, kPopulateWrite = 23;
 
 // Every rank's agreement bits, ANDed: the others send theirs to rank 0 (step `tag`), which
 // shows each to seen(rank, bits) and sends the result back (step tag + 1). `bits` holds
@@ -189,8 +187,9 @@ void Arena::touch_peers() {
   // wrote their buffers this far (map_ahead before a post, map_headers before set-up
   // ends), so the pages exist and hold what their owner wrote there. A peer may meanwhile
   // write a later call's payload into one of them: the byte read is discarded (volatile,
-  // only to map the page), so its value does not matter. Best effort: MADV_POPULATE_READ
-  // needs Linux 5.14.
+  // only to map the page), so its value does not matter. No MADV_POPULATE_READ first: the
+  // reads map the pages anyway, and in this VM a populated page still cost its first read
+  // (map_headers).
   const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
   for (int r = 0; r < n_; ++r) {
     if (r == me_) continue;
@@ -198,7 +197,6 @@ void Arena::touch_peers() {
       const auto from = reinterpret_cast<uintptr_t>(header(r, b)) + touched_;
       const auto to = reinterpret_cast<uintptr_t>(header(r, b)) + touch_want_;
       const uintptr_t start = from / page * page, end = (to + page - 1) / page * page;
-      (void)madvise(reinterpret_cast<void*>(start), end - start, kPopulateRead);
       for (uintptr_t p = start; p < end; p += page) (void)*reinterpret_cast<const volatile unsigned char*>(std::max(p, from));
     }
   }

@@ -342,21 +342,14 @@ Status cma_alltoall(Call& c, Arena& a, const void* send, void* recv, size_t coun
   const size_t bytes = count * c.esize();
   const std::byte* src = static_cast<const std::byte*>(send);
   if (overlaps(send, bytes * n, recv, bytes * n) && n > 1 && bytes > 0) {
-    // The peers write into the output, which here holds blocks still to go out: they go
-    // from a copy, made before this rank posts its output (the own block stays where it
-    // is in place).
+    // The peers write into the output, which here holds blocks still to go out: every
+    // block goes from a copy, made before this rank posts its output.
     std::byte* saved = c.scratch(bytes * n, 0);
-    if (send == recv) {
-      copy_other_blocks(saved, B(recv), bytes, n, me);
-    } else {
-      std::memcpy(saved, src, bytes * n);
-    }
+    std::memcpy(saved, src, bytes * n);
     src = saved;
   }
-  // In place the own block is where it belongs (copy() skips it); the copy lacks it.
-  const std::byte* own_src = send == recv ? static_cast<const std::byte*>(send) : src;
   return cma_exchange(
-      c, a, recv, [&] { copy(B(recv) + me * bytes, own_src + me * bytes, bytes); },
+      c, a, recv, [&] { copy(B(recv) + me * bytes, src + me * bytes, bytes); },
       [&](int r, uint64_t to) { return a.write_peer(c, r, to + me * bytes, src + r * bytes, bytes); });
 }
 

@@ -381,9 +381,6 @@ Result<CollRow> CollBench::measure(const CollCase& c) {
       wrong[place] = *bad;
     }
   }
-  row.algorithm = row.out_of_place.algorithm == row.in_place.algorithm
-                      ? row.out_of_place.algorithm
-                      : row.out_of_place.algorithm + "/" + row.in_place.algorithm;
   // The slowest rank's time: a call is done when it is done everywhere. (nccl-tests averages
   // the ranks; here the leaves of a rooted collective can finish long before the root, since
   // small sends complete as soon as they are queued.)

@@ -67,7 +67,11 @@ struct CollRow {
   uint64_t size = 0;   // bytes, as nccl-tests prints it
   uint64_t count = 0;  // elements per call argument
   PlaceResult out_of_place, in_place;
-  std::string algorithm;  // out of place's, or "out-of-place/in-place" where they differ
+  // Out of place's algorithm, or "out-of-place/in-place" where they differ.
+  std::string algorithm() const {
+    return out_of_place.algorithm == in_place.algorithm ? out_of_place.algorithm
+                                                        : out_of_place.algorithm + "/" + in_place.algorithm;
+  }
 };
 
 // The collectives `podnet bench coll` knows, by name, in the order `all` runs them.

@@ -211,7 +211,7 @@ void print_row(const CollOptions& o, const CollRow& r, const std::string& transp
   if (o.link_gbps > 0)
     link = fmt::format("  {:>6.1f}  {:>6.1f}", link_percent(o, r.out_of_place.busbw), link_percent(o, r.in_place.busbw));
   fmt::print("{:>12}  {:>12}  {:>8}  {:>6}  {:>6}{}{}  {:>18}  {:>9}{}\n", r.size, r.count, type_text(r.c),
-             op_text(r.c), root_text(r.c), place(r.out_of_place), place(r.in_place), r.algorithm, transport, link);
+             op_text(r.c), root_text(r.c), place(r.out_of_place), place(r.in_place), r.algorithm(), transport, link);
   std::fflush(stdout);
 }
 
