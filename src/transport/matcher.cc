@@ -1,10 +1,68 @@
 #include "transport/matcher.h"
 
 #include <cstring>
+#include <utility>
+#include <vector>
 
 #include "transport/request.h"
 
 namespace podnet::detail {
+
+namespace {
+// Freed payload buffers kept for reuse: at most kPoolBuffers, at most kPoolBytes in all.
+constexpr size_t kPoolBuffers = 64;
+constexpr size_t kPoolBytes = 32u << 20;
+struct PayloadPool {
+  std::mutex mu;
+  std::vector<std::pair<std::unique_ptr<std::byte[]>, size_t>> free;  // buffer, capacity
+  size_t bytes = 0;
+};
+PayloadPool& payload_pool() {
+  static auto* pool = new PayloadPool;  // never destroyed: payloads may outlive statics
+  return *pool;
+}
+}  // namespace
+
+void Payload::resize(size_t n) {
+  if (n <= capacity_) {
+    size_ = n;
+    return;
+  }
+  release();
+  if (n >= kPoolMin) {
+    PayloadPool& pool = payload_pool();
+    std::lock_guard lk(pool.mu);
+    // The smallest buffer that fits, so that small messages leave the large buffers alone.
+    auto best = pool.free.end();
+    for (auto it = pool.free.begin(); it != pool.free.end(); ++it)
+      if (it->second >= n && (best == pool.free.end() || it->second < best->second)) best = it;
+    if (best != pool.free.end()) {
+      buf_ = std::move(best->first);
+      capacity_ = best->second;
+      pool.bytes -= capacity_;
+      *best = std::move(pool.free.back());
+      pool.free.pop_back();
+      size_ = n;
+      return;
+    }
+  }
+  buf_ = std::make_unique_for_overwrite<std::byte[]>(n);
+  size_ = capacity_ = n;
+}
+
+void Payload::release() {
+  if (buf_ != nullptr && capacity_ >= kPoolMin) {
+    PayloadPool& pool = payload_pool();
+    std::lock_guard lk(pool.mu);
+    if (pool.free.size() < kPoolBuffers && pool.bytes + capacity_ <= kPoolBytes) {
+      pool.bytes += capacity_;
+      pool.free.emplace_back(std::move(buf_), capacity_);
+    }
+  }
+  buf_.reset();
+  size_ = capacity_ = 0;
+}
+
 
 std::optional<PostedRecv> TagMatcher::take_posted(uint64_t tag) {
   for (auto it = posted_.begin(); it != posted_.end(); ++it) {

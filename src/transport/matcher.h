@@ -7,11 +7,11 @@
 #include <podnet/status.h>
 
 #include <cstdint>
+#include <cstring>
 #include <deque>
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <vector>
 
 #include "base/spinlock.h"
 
@@ -28,13 +28,40 @@ struct PostedRecv {
   bool matches(uint64_t t) const noexcept { return (t & mask) == (tag & mask); }
 };
 
+// The bytes of an unexpected eager message. Buffers of at least kPoolMin bytes come from,
+// and go back to, a small process-wide pool: a fresh allocation that large is fresh
+// pages (glibc maps it, or trims it back), and faulting them in while recv() copies into
+// them cost more than the copy (a sender running ahead of its receiver with 64 KiB eager
+// messages over loopback tcp). Only the first `size()` bytes are meaningful.
+class Payload {
+ public:
+  static constexpr size_t kPoolMin = 32 * 1024;
+  Payload() = default;
+  Payload(const Payload&) = delete;
+  Payload& operator=(const Payload&) = delete;
+  ~Payload() { release(); }
+  void resize(size_t n);
+  void assign(const std::byte* first, const std::byte* last) {
+    resize(static_cast<size_t>(last - first));
+    if (size_ > 0) std::memcpy(buf_.get(), first, size_);
+  }
+  std::byte* data() noexcept { return buf_.get(); }
+  const std::byte* data() const noexcept { return buf_.get(); }
+  size_t size() const noexcept { return size_; }
+
+ private:
+  void release();
+  std::unique_ptr<std::byte[]> buf_;
+  size_t size_ = 0, capacity_ = 0;
+};
+
 struct UnexpectedMsg {
   uint64_t tag = 0;
   size_t length = 0;
   bool rendezvous = false;  // only announced; the sender waits for a clear-to-send
   uint64_t rdv_id = 0;      // sender's message id (rendezvous)
   bool split = false;       // shm: both sides copy half (see shm/endpoint.h)
-  std::vector<std::byte> data;  // eager payload
+  Payload data;  // eager payload
   bool complete = false;    // eager payload fully received
   std::optional<PostedRecv> attached;  // a receive that matched while the payload arrived
 };
