@@ -63,7 +63,6 @@ void Payload::release() {
   size_ = capacity_ = 0;
 }
 
-
 std::optional<PostedRecv> TagMatcher::take_posted(uint64_t tag) {
   for (auto it = posted_.begin(); it != posted_.end(); ++it) {
     if (it->matches(tag)) {
