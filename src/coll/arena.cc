@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <bit>
+#include <cassert>
 #include <cerrno>
 #include <cstring>
 #include <optional>
@@ -59,8 +60,6 @@ uint32_t register_membarrier() {
   if (cmds < 0 || !(cmds & MEMBARRIER_CMD_GLOBAL_EXPEDITED)) return 0;
   return syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED, 0, 0) == 0 ? kMembarrier : 0;
 }
-// Small payloads share the header's cache line.
-size_t data_off(size_t bytes) { return bytes <= 32 ? 32 : 64; }
 bool at_least(uint32_t v, uint32_t want) { return static_cast<int32_t>(v - want) >= 0; }
 
 // Every rank's agreement bits, ANDed: the others send theirs to rank 0 (step `tag`), which
@@ -114,8 +113,12 @@ Arena::Ctl* Arena::ctl(int r) {
 }
 Arena::Wake* Arena::wake(int r) { return reinterpret_cast<Wake*>(base_ + kHeaderPage + n_ * sizeof(Ctl)) + r; }
 Arena::Header* Arena::header(int r, uint32_t s) {
-  size_t slots = kHeaderPage + n_ * (sizeof(Ctl) + sizeof(Wake));
-  return reinterpret_cast<Header*>(base_ + slots + (static_cast<size_t>(r) * kBuffers + s % kBuffers) * stride_);
+  constexpr size_t kLarge = kBuffers / kLargeEvery;
+  const size_t b = s % kBuffers;
+  size_t off = kHeaderPage + n_ * (sizeof(Ctl) + sizeof(Wake)) + static_cast<size_t>(r) * per_rank_;
+  if (large(static_cast<uint32_t>(b))) off += b / kLargeEvery * stride_;
+  else off += kLarge * stride_ + (b - b / kLargeEvery - 1) * kSmallStride;
+  return reinterpret_cast<Header*>(base_ + off);
 }
 void Arena::introduce() {
   ctl(me_)->pid = static_cast<int32_t>(getpid());
@@ -166,21 +169,30 @@ Status Arena::wait_finished(Call& c, uint32_t s) {
 }
 
 void Arena::map_headers() {
-  // Every slot buffer's first page (its header and a payload up to nearly a page), made
-  // ready at set-up instead of in each of the first kBuffers calls. Written, not only
-  // mapped, and the peers' read, not only mapped: in a VM the first access to a page
-  // through a mapping can cost more than its page fault, with or without MADV_POPULATE_*
-  // (a 2-vCPU VM, 8 MiB of a memfd: first copy into it 25 ms unmapped, 10.7 ms after
-  // MADV_POPULATE_WRITE, 0.46 ms after a memset; a second mapping's first read of it 11-17
-  // ms after MADV_POPULATE_READ, 0.4-0.6 ms after reading a byte per page; the second copy
-  // 0.3-0.6 ms). 64 KiB per rank with 16 buffers. Every rank writes its own before the
+  // Every small buffer, and every slot buffer's first page (its header and a payload up to
+  // nearly a page), made ready at set-up instead of in each of the first kBuffers calls.
+  // Written, not only mapped, and the peers' read, not only mapped: in a VM the first access
+  // to a page through a mapping can cost more than its page fault, with or without
+  // MADV_POPULATE_* (a 2-vCPU VM, 8 MiB of a memfd: first copy into it 25 ms unmapped, 10.7
+  // ms after MADV_POPULATE_WRITE, 0.46 ms after a memset; a second mapping's first read of
+  // it 11-17 ms after MADV_POPULATE_READ, 0.4-0.6 ms after reading a byte per page; the
+  // second copy 0.3-0.6 ms). About 256 KiB per rank. Every rank writes its own before the
   // set-up's last agreement, after which no rank has begun to use the arena yet, and reads
   // the others' after it (touch_peers).
   const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
   const size_t len = std::min(stride_, data_off(page) + page);
-  for (uint32_t b = 0; b < kBuffers; ++b) std::memset(static_cast<void*>(header(me_, b)), 0, len);
+  for (uint32_t b = 0; b < kBuffers; ++b)
+    std::memset(static_cast<void*>(header(me_, b)), 0, large(b) ? len : kSmallBuffer);
   touch_want_ = len;
 }
+
+namespace {
+// Reads a byte of every page of [from, to) (see touch_peers).
+void read_pages(uintptr_t from, uintptr_t to, size_t page) {
+  const uintptr_t start = from / page * page, end = (to + page - 1) / page * page;
+  for (uintptr_t p = start; p < end; p += page) (void)*reinterpret_cast<const volatile unsigned char*>(std::max(p, from));
+}
+}  // namespace
 
 void Arena::touch_peers() {
   // Called once this rank has seen every peer's post of a call begun after the peers
@@ -189,15 +201,15 @@ void Arena::touch_peers() {
   // write a later call's payload into one of them: the byte read is discarded (volatile,
   // only to map the page), so its value does not matter. No MADV_POPULATE_READ first: the
   // reads map the pages anyway, and in this VM a populated page still cost its first read
-  // (map_headers).
+  // (map_headers). The small buffers once (at set-up), the slot buffers as far as payloads
+  // reach.
   const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
   for (int r = 0; r < n_; ++r) {
     if (r == me_) continue;
     for (uint32_t b = 0; b < kBuffers; ++b) {
-      const auto from = reinterpret_cast<uintptr_t>(header(r, b)) + touched_;
-      const auto to = reinterpret_cast<uintptr_t>(header(r, b)) + touch_want_;
-      const uintptr_t start = from / page * page, end = (to + page - 1) / page * page;
-      for (uintptr_t p = start; p < end; p += page) (void)*reinterpret_cast<const volatile unsigned char*>(std::max(p, from));
+      const auto h = reinterpret_cast<uintptr_t>(header(r, b));
+      if (large(b)) read_pages(h + touched_, h + touch_want_, page);
+      else if (touched_ == 0) read_pages(h, h + kSmallBuffer, page);
     }
   }
   touched_ = touch_want_;
@@ -205,7 +217,7 @@ void Arena::touch_peers() {
 
 void Arena::map_ahead(size_t bytes) {
   // A payload larger than any before: every slot buffer will hold one within the next
-  // kBuffers calls. Make them ready that far now instead of at a page fault at a time
+  // kBuffers / kLargeEvery such calls. Make them ready that far now instead of at a page fault at a time
   // inside those calls (4 ranks on 2 CPUs, 1 MiB allreduce, the first 12 calls: 527-808
   // us per call against 1095-1122): the own buffers are written here beyond the largest
   // payload so far (which no rank reads: every earlier payload ended before it), the
@@ -219,12 +231,13 @@ void Arena::map_ahead(size_t bytes) {
   const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
   if (bytes < page) return;  // inside the first page, which map_headers made ready
   const size_t len = std::min(stride_, data_off(bytes) + bytes), from = std::min(len, data_off(page) + before);
-  for (uint32_t b = 0; b < kBuffers; ++b)
+  for (uint32_t b = 0; b < kBuffers; b += kLargeEvery)  // a payload beyond a small buffer lands only in these
     std::memset(reinterpret_cast<std::byte*>(header(me_, b)) + from, 0, len - from);
   touch_want_ = std::max(touch_want_, len);
 }
 
 std::byte* Arena::slot(int r, uint32_t s, size_t bytes) {
+  assert(fits_small(bytes) || large(s % kBuffers));  // begin() was given this call's largest payload
   return reinterpret_cast<std::byte*>(header(r, s)) + data_off(bytes);
 }
 
@@ -246,7 +259,8 @@ Result<std::unique_ptr<Arena>> Arena::establish(Call& c, size_t slot_bytes, bool
   // More ranks than the host has CPUs. Not this process's affinity: `podnet run` binds each
   // rank to one CPU of its own, which is the opposite of oversubscribed.
   a->oversubscribed_ = n > std::max(1L, sysconf(_SC_NPROCESSORS_ONLN));
-  a->map_bytes_ = kHeaderPage + n * (sizeof(Ctl) + sizeof(Wake)) + static_cast<size_t>(n) * kBuffers * a->stride_;
+  a->per_rank_ = kBuffers / kLargeEvery * a->stride_ + (kBuffers - kBuffers / kLargeEvery) * kSmallStride;
+  a->map_bytes_ = kHeaderPage + n * (sizeof(Ctl) + sizeof(Wake)) + static_cast<size_t>(n) * a->per_rank_;
   auto map = [&](int fd) -> bool {
     void* p = mmap(nullptr, a->map_bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (p == MAP_FAILED) {
@@ -376,7 +390,7 @@ void Arena::finish(uint32_t s) {
 }
 
 Status Arena::wait_writable(Call& c, uint32_t s) {
-  if (s <= kBuffers) return {};
+  if (seq_ <= kBuffers) return {};  // s == seq_ (the call begun last): no buffer used before
   const uint32_t need = s - kBuffers;
   if (at_least(known_done_, need)) return {};
   uint32_t low = s;

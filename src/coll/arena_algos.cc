@@ -126,7 +126,7 @@ Status shm_allreduce_part(Call& c, Arena& a, const void* send, void* recv, size_
   PODNET_RETURN_IF_ERROR(put(c, a, s1, send, count * es));
   Slots sl(n);
   PODNET_RETURN_IF_ERROR(get_all(c, a, s1, count * es, sl.get()));
-  const uint32_t s2 = a.begin(0);  // blocks of what s1 mapped
+  const uint32_t s2 = a.begin(block_cnt(count, n, 0) * es);  // the largest block: s1 mapped that far
   PODNET_RETURN_IF_ERROR(a.wait_writable(c, s2));
   const size_t my_cnt = block_cnt(count, n, me);
   std::byte* part = a.slot(me, s2, my_cnt * es);
@@ -182,7 +182,7 @@ Status shm_allgather(Call& c, Arena& a, const void* send, void* recv, size_t cou
       for (int r = 0; r < n; ++r) copy(B(recv) + r * bytes, slots[r], bytes);
     });
   // Blocks larger than a slot go through in slot-sized parts, each an arena call of its
-  // own; a rank runs up to kBuffers parts ahead of the slowest. Every part writes only its
+  // own; a rank runs up to kBuffers / kLargeEvery parts ahead of the slowest. Every part writes only its
   // own range of each output block, so an input in place (the own block) is read before
   // anything overwrites it; an input anywhere else inside the output is moved to the own
   // block first.

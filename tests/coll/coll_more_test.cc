@@ -174,6 +174,61 @@ TEST(CollArena, ForcedShmBeyondTheSlotRunsAnotherAlgorithm) {
   EXPECT_EQ(problems.load(), 0);
 }
 
+// Rooted calls let ranks run ahead of each other by up to the arena's 64 buffers: small
+// payloads (a page buffer) and payloads past a page (only every fourth buffer holds one;
+// the call numbers skip to it) mixed, a root that runs ahead of a sleeping rank by more
+// than 64 calls' worth of work, so that it must wait for buffers the slow rank has not
+// read yet, and an allreduce now and then. Every element is checked.
+TEST(CollArena, RanksRunAheadThroughSmallAndLargeBuffers) {
+  const int n = 4;
+  Pod pod(n);
+  pod.run([&](int r) { ASSERT_TRUE(pod.comm(r).set_algorithm(Collective::kBroadcast, "shm").ok()); });
+  const size_t sizes[] = {3, 1100, 8, 20000};  // int32: 12 B, 4400 B (> a page buffer), 32 B, 80000 B
+  auto value = [](int call, size_t i) { return static_cast<int32_t>(call * 7919 + static_cast<int>(i % 4093)); };
+  std::atomic<int> problems{0};
+  pod.run([&](int r) {
+    Communicator& comm = pod.comm(r);
+    for (int call = 0; call < 600 && problems.load() == 0; ++call) {
+      const int root = call / 200 % n;
+      // The others wait for the root's posts; the root waits for no one until it would
+      // reuse a buffer that the rank sleeping here has not read yet.
+      if (r == (root + 1) % n && call % 200 == 10) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      if (call % 200 == 199) {
+        // allreduce in the arena: every rank waits for every other, then the run-ahead resumes
+        std::vector<int32_t> in(1500, r + 1), out(1500, -1);
+        Status st = comm.allreduce(in.data(), out.data(), in.size(), DataType::kInt32, ReduceOp::kSum);
+        if (!st.ok() || out.front() != n * (n + 1) / 2 || out.back() != n * (n + 1) / 2) {
+          ADD_FAILURE() << "rank " << r << " call " << call << ": allreduce " << st.to_string() << " gave " << out.back();
+          ++problems;
+        }
+        continue;
+      }
+      const size_t count = sizes[call % 4];
+      std::vector<int32_t> buf(count, -1);
+      if (r == root)
+        for (size_t i = 0; i < count; ++i) buf[i] = value(call, i);
+      if (Status st = comm.broadcast(buf.data(), count, DataType::kInt32, root); !st.ok()) {
+        ADD_FAILURE() << "rank " << r << " call " << call << ": " << st.to_string();
+        ++problems;
+        return;
+      }
+      for (size_t i = 0; i < count; ++i)
+        if (buf[i] != value(call, i)) {
+          ADD_FAILURE() << "rank " << r << " call " << call << " (" << count << " elements, root " << root << ") element "
+                        << i << " = " << buf[i] << ", expected " << value(call, i);
+          ++problems;
+          return;
+        }
+      if (comm.last_algorithm(Collective::kBroadcast) != "shm") {
+        ADD_FAILURE() << "call " << call << " ran " << comm.last_algorithm(Collective::kBroadcast);
+        ++problems;
+        return;
+      }
+    }
+  });
+  EXPECT_EQ(problems.load(), 0);
+}
+
 TEST(CollArena, AllgatherAndAlltoallBeyondTheSlotGoInParts) {
   // Forced "shm" beyond the slot: slot-sized parts, each an arena call (28 per round, more
   // than the arena's 16 buffers, so the ranks reuse buffers while others may still read
