@@ -217,8 +217,8 @@ void Arena::touch_peers() {
 
 void Arena::map_ahead(size_t bytes) {
   // A payload larger than any before: every slot buffer will hold one within the next
-  // kBuffers / kLargeEvery such calls. Make them ready that far now instead of at a page fault at a time
-  // inside those calls (4 ranks on 2 CPUs, 1 MiB allreduce, the first 12 calls: 527-808
+  // kBuffers / kLargeEvery such calls. Make them ready that far now instead of at a page
+  // fault at a time inside those calls (4 ranks on 2 CPUs, 1 MiB allreduce, the first 12 calls: 527-808
   // us per call against 1095-1122): the own buffers are written here beyond the largest
   // payload so far (which no rank reads: every earlier payload ended before it), the
   // others' read once their owners have done the same (touch_peers, from saw_all). Pages

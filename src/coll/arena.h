@@ -22,7 +22,8 @@
 // Slack: a rank that does not wait for the others in a call (a broadcast's root, a
 // reduce's non-roots) runs up to kBuffers calls ahead of the slowest. On a host with more
 // ranks than CPUs that is what keeps them from switching on every call: 4 ranks on 2 CPUs,
-// 32-byte broadcast, 0.53-1.00 us per call with 64 buffers against 1.46-2.07 with 16.
+// 32-byte broadcast, 0.72-1.15 us per call with 64 buffers against 1.44-2.99 with 16
+// (docs/collectives.md).
 //
 // Waiting: spin, then yield (at once when the ranks outnumber the CPUs), then sleep on a shared futex (the poster wakes only when its
 // wake line counts sleepers; with membarrier the poster needs no fence, see wake_sleepers).
@@ -48,9 +49,9 @@ class Arena {
   static constexpr int kBuffers = 64;
   static constexpr int kLargeEvery = 4;
   static constexpr size_t kSmallBuffer = 4096;
-  // Small buffers lie kSmallStride apart: one line more than a page, so that their headers
-  // do not all fall into one set of the L1 cache (as slot buffers, 128 bytes past a
-  // multiple of a page, do not).
+  // Small buffers lie kSmallStride apart: two lines more than a page, so that their headers
+  // do not all fall into one set of the L1 cache (the default slots, 512 KiB + 128 bytes
+  // apart, do not either).
   static constexpr size_t kSmallStride = kSmallBuffer + 128;
 
   // Collective over the ranks of `c` (they all call it at the same point of their call
