@@ -22,7 +22,7 @@
 // Slack: a rank that does not wait for the others in a call (a broadcast's root, a
 // reduce's non-roots) runs up to kBuffers calls ahead of the slowest. On a host with more
 // ranks than CPUs that is what keeps them from switching on every call: 4 ranks on 2 CPUs,
-// 32-byte broadcast, 0.72-1.15 us per call with 64 buffers against 1.44-2.99 with 16
+// 32-byte broadcast, 0.67-0.68 us per call with 64 buffers against 1.14-2.04 with 16
 // (docs/collectives.md).
 //
 // Waiting: spin, then yield (at once when the ranks outnumber the CPUs), then sleep on a shared futex (the poster wakes only when its
