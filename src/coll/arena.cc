@@ -113,11 +113,10 @@ Arena::Ctl* Arena::ctl(int r) {
 }
 Arena::Wake* Arena::wake(int r) { return reinterpret_cast<Wake*>(base_ + kHeaderPage + n_ * sizeof(Ctl)) + r; }
 Arena::Header* Arena::header(int r, uint32_t s) {
-  constexpr size_t kLarge = kBuffers / kLargeEvery;
-  const size_t b = s % kBuffers;
+  const uint32_t b = s % kBuffers;
   size_t off = kHeaderPage + n_ * (sizeof(Ctl) + sizeof(Wake)) + static_cast<size_t>(r) * per_rank_;
-  if (large(static_cast<uint32_t>(b))) off += b / kLargeEvery * stride_;
-  else off += kLarge * stride_ + (b - b / kLargeEvery - 1) * kSmallStride;
+  if (large(b)) off += b / kLargeEvery * stride_;
+  else off += kSlots * stride_ + (b - b / kLargeEvery - 1) * kSmallStride;
   return reinterpret_cast<Header*>(base_ + off);
 }
 void Arena::introduce() {
@@ -217,8 +216,8 @@ void Arena::touch_peers() {
 
 void Arena::map_ahead(size_t bytes) {
   // A payload larger than any before: every slot buffer will hold one within the next
-  // kBuffers / kLargeEvery such calls. Make them ready that far now instead of at a page
-  // fault at a time inside those calls (4 ranks on 2 CPUs, 1 MiB allreduce, the first 12 calls: 527-808
+  // kSlots such calls. Make them ready that far now instead of at a page fault at a time
+  // inside those calls (4 ranks on 2 CPUs, 1 MiB allreduce, the first 12 calls: 527-808
   // us per call against 1095-1122): the own buffers are written here beyond the largest
   // payload so far (which no rank reads: every earlier payload ended before it), the
   // others' read once their owners have done the same (touch_peers, from saw_all). Pages
@@ -259,7 +258,7 @@ Result<std::unique_ptr<Arena>> Arena::establish(Call& c, size_t slot_bytes, bool
   // More ranks than the host has CPUs. Not this process's affinity: `podnet run` binds each
   // rank to one CPU of its own, which is the opposite of oversubscribed.
   a->oversubscribed_ = n > std::max(1L, sysconf(_SC_NPROCESSORS_ONLN));
-  a->per_rank_ = kBuffers / kLargeEvery * a->stride_ + (kBuffers - kBuffers / kLargeEvery) * kSmallStride;
+  a->per_rank_ = kSlots * a->stride_ + (kBuffers - kSlots) * kSmallStride;
   a->map_bytes_ = kHeaderPage + n * (sizeof(Ctl) + sizeof(Wake)) + static_cast<size_t>(n) * a->per_rank_;
   auto map = [&](int fd) -> bool {
     void* p = mmap(nullptr, a->map_bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);

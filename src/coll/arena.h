@@ -48,6 +48,7 @@ class Arena {
  public:
   static constexpr int kBuffers = 64;
   static constexpr int kLargeEvery = 4;
+  static constexpr int kSlots = kBuffers / kLargeEvery;  // buffers that hold a slot
   static constexpr size_t kSmallBuffer = 4096;
   // Small buffers lie kSmallStride apart: two lines more than a page, so that their headers
   // do not all fall into one set of the L1 cache (the default slots, 512 KiB + 128 bytes

@@ -182,7 +182,7 @@ Status shm_allgather(Call& c, Arena& a, const void* send, void* recv, size_t cou
       for (int r = 0; r < n; ++r) copy(B(recv) + r * bytes, slots[r], bytes);
     });
   // Blocks larger than a slot go through in slot-sized parts, each an arena call of its
-  // own; a rank runs up to kBuffers / kLargeEvery parts ahead of the slowest. Every part
+  // own; a rank runs up to Arena::kSlots parts ahead of the slowest. Every part
   // writes only its own range of each output block, so an input in place (the own block)
   // is read before anything overwrites it; an input anywhere else inside the output is
   // moved to the own block first.
