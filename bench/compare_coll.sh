@@ -15,7 +15,8 @@ Compares podnet's collectives with Open MPI and Gloo on 127.0.0.1, float32, out 
             mpi_coll_bench (bench/anchors/mpi_coll_bench.cc, built with mpicxx -O2)
   Gloo:     N processes of gloo_coll_bench (bench/anchors/gloo_coll_bench.cc, -lgloo), TCP on
             127.0.0.1; allreduce runs both AllreduceRingChunked and AllreduceHalvingDoubling
-Sizes: 8 B, x4 up to 512 KiB (--iters timed calls), then 1 MiB, x4 up to --max (--big-iters).
+Sizes: 8 B, x4 up to 8 KiB (--small-iters timed calls), 32 KiB up to 512 KiB (--iters), then
+1 MiB, x4 up to --max (--big-iters).
 ratio = best anchor time / podnet time (> 1: podnet faster). Targets, per row:
   tcp (the collectives issue): ratio >= 1.0 at every size; ratio >= 1.3 at >= 1 MiB; 8 B
   allreduce: podnet <= 0.8 x Open MPI.
@@ -25,7 +26,14 @@ Options:
   --ranks "LIST"     rank counts (default "2 4")
   --max SIZE         largest size, K/M/G binary suffixes (default 256M)
   --colls "LIST"     collectives (default "allreduce allgather broadcast alltoall")
-  --iters N          timed calls per size below 1 MiB (default 20); warm-up: --warmup (5)
+  --small-iters N    timed calls per size up to 8 KiB (default 10 x --iters); warm-up:
+                     --small-warmup (10 x --warmup). Small calls take microseconds: a few
+                     hundred of them are over before the scheduler has switched once (a time
+                     slice is milliseconds), so with more ranks than CPUs one preemption more
+                     or less swings the figure by 2-3x; OSU's benchmarks use 10x for the same
+                     reason (10000 below 8 KiB, 1000 above)
+  --iters N          timed calls per size from 32 KiB to 512 KiB (default 20); warm-up:
+                     --warmup (5)
   --big-iters N      timed calls per size from 1 MiB (default 5); warm-up: --big-warmup (1)
   --repeats N        run the whole sweep N times (tools interleaved); the table shows the
                      median per tool and size (default 1; use 3 on a shared machine)
@@ -47,7 +55,7 @@ USAGE
 die() { echo "compare_coll.sh: $*" >&2; exit 1; }
 
 ranks_list="2 4"; max_arg=256M; colls="allreduce allgather broadcast alltoall"
-iters=20; warmup=5; big_iters=5; big_warmup=1; json_out=""; podnet_arg="${PODNET:-}"
+iters=20; warmup=5; small_iters=""; small_warmup=""; big_iters=5; big_warmup=1; json_out=""; podnet_arg="${PODNET:-}"
 use_gloo=1; use_mpi=1; repeats=1; transport=tcp
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -55,6 +63,8 @@ while [[ $# -gt 0 ]]; do
     --max) max_arg="$2"; shift 2 ;;
     --colls) colls="$2"; shift 2 ;;
     --iters) iters="$2"; shift 2 ;;
+    --small-iters) small_iters="$2"; shift 2 ;;
+    --small-warmup) small_warmup="$2"; shift 2 ;;
     --warmup) warmup="$2"; shift 2 ;;
     --big-iters) big_iters="$2"; shift 2 ;;
     --big-warmup) big_warmup="$2"; shift 2 ;;
@@ -110,9 +120,14 @@ raw="$work/raw.jsonl"   # one line per measurement: {"tool", "ranks", "coll", "a
 : >"$raw"
 
 # Size ranges: (min max iters warmup); sizes below 1 MiB step x4 from 8, then 1 MiB x4.
-small_max=$((512 * 1024)); big_min=$((1024 * 1024))
+small_iters=${small_iters:-$((iters * 10))}; small_warmup=${small_warmup:-$((warmup * 10))}
+for v in "$iters" "$small_iters" "$big_iters"; do
+  [[ "$v" =~ ^[1-9][0-9]*$ ]] || { echo "bad iteration count $v" >&2; exit 2; }
+done
+tiny_max=$((8 * 1024)); mid_min=$((32 * 1024)); small_max=$((512 * 1024)); big_min=$((1024 * 1024))
 ranges=()
-ranges+=("8 $((max < small_max ? max : small_max)) $iters $warmup")
+ranges+=("8 $((max < tiny_max ? max : tiny_max)) $small_iters $small_warmup")
+[[ $max -ge $mid_min ]] && ranges+=("$mid_min $((max < small_max ? max : small_max)) $iters $warmup")
 [[ $max -ge $big_min ]] && ranges+=("$big_min $max $big_iters $big_warmup")
 
 # Run a command in the background and wait for it: bash runs the TERM/INT traps (and so the
@@ -195,8 +210,8 @@ echo "# compare_coll: $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadav
   "$( ((use_mpi)) && mpirun --version 2>/dev/null | head -1 || echo 'no Open MPI')" \
   "(pml ob1, ${mpi_btl[*]});" "podnet over $transport;" \
   "Gloo $( ((use_gloo)) && dpkg-query -W -f='${Version}' libgloo-dev 2>/dev/null || echo 'not used')"
-echo "# ranks: $ranks_list; sizes 8 B .. $max B; iters $iters (warm-up $warmup) below 1 MiB," \
-  "$big_iters (warm-up $big_warmup) from 1 MiB; repeats $repeats"
+echo "# ranks: $ranks_list; sizes 8 B .. $max B; iters $small_iters (warm-up $small_warmup) up to 8 KiB," \
+  "$iters (warm-up $warmup) from 32 KiB, $big_iters (warm-up $big_warmup) from 1 MiB; repeats $repeats"
 for ((rep_i = 1; rep_i <= repeats; rep_i++)); do
 for n in $ranks_list; do
   for c in $colls; do
@@ -218,7 +233,7 @@ done
 done
 echo "# load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
 
-python3 - "$raw" "$json_out" "$max" "$iters" "$big_iters" "$transport" <<'PY'
+python3 - "$raw" "$json_out" "$max" "$iters" "$big_iters" "$transport" "$small_iters" <<'PY'
 import json, sys
 import statistics
 raw = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
@@ -288,6 +303,6 @@ print(f"# {npass} PASS, {nfail} FAIL (ratio = best anchor time / podnet time; >1
 if json_out:
     with open(json_out, "w") as fh:
         json.dump({"benchmark": "compare_coll", "max_bytes": int(sys.argv[3]),
-                   "iters": int(sys.argv[4]), "big_iters": int(sys.argv[5]),
+                   "small_iters": int(sys.argv[7]), "iters": int(sys.argv[4]), "big_iters": int(sys.argv[5]),
                    "raw": raw, "rows": rows, "table": lines, "pass": npass, "fail": nfail}, fh, indent=1)
 PY
