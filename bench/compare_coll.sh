@@ -30,8 +30,8 @@ Options:
                      --small-warmup (10 x --warmup). Small calls take microseconds: a few
                      hundred of them are over before the scheduler has switched once (a time
                      slice is milliseconds), so with more ranks than CPUs one preemption more
-                     or less swings the figure by 2-3x; OSU's benchmarks use 10x for the same
-                     reason (10000 below 8 KiB, 1000 above)
+                     or less swings the figure several times over (OSU's micro-benchmarks
+                     also run many more iterations below 8 KiB than above)
   --iters N          timed calls per size from 32 KiB to 512 KiB (default 20); warm-up:
                      --warmup (5)
   --big-iters N      timed calls per size from 1 MiB (default 5); warm-up: --big-warmup (1)
