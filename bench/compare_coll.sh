@@ -88,6 +88,9 @@ for c in $colls; do
   case "$c" in allreduce|allgather|broadcast|alltoall) ;; *) echo "bad collective $c" >&2; exit 2 ;; esac
 done
 [[ "$repeats" =~ ^[1-9][0-9]*$ ]] || { echo "bad --repeats $repeats" >&2; exit 2; }
+[[ "$iters" =~ ^[1-9][0-9]*$ && "$warmup" =~ ^[0-9]+$ ]] || { echo "bad --iters $iters / --warmup $warmup" >&2; exit 2; }
+small_iters=${small_iters:-$((iters * 10))}; small_warmup=${small_warmup:-$((warmup * 10))}
+for v in "$small_iters" "$big_iters"; do [[ "$v" =~ ^[1-9][0-9]*$ ]] || { echo "bad iteration count $v" >&2; exit 2; }; done
 for n in $ranks_list; do [[ "$n" =~ ^[0-9]+$ && $n -ge 2 ]] || { echo "bad rank count $n" >&2; exit 2; }; done
 case "$transport" in
   tcp) mpi_btl=(--mca btl tcp,self --mca btl_tcp_if_include lo) ;;
@@ -120,10 +123,6 @@ raw="$work/raw.jsonl"   # one line per measurement: {"tool", "ranks", "coll", "a
 : >"$raw"
 
 # Size ranges: (min max iters warmup); sizes below 1 MiB step x4 from 8, then 1 MiB x4.
-small_iters=${small_iters:-$((iters * 10))}; small_warmup=${small_warmup:-$((warmup * 10))}
-for v in "$iters" "$small_iters" "$big_iters"; do
-  [[ "$v" =~ ^[1-9][0-9]*$ ]] || { echo "bad iteration count $v" >&2; exit 2; }
-done
 tiny_max=$((8 * 1024)); mid_min=$((32 * 1024)); small_max=$((512 * 1024)); big_min=$((1024 * 1024))
 ranges=()
 ranges+=("8 $((max < tiny_max ? max : tiny_max)) $small_iters $small_warmup")
