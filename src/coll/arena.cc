@@ -124,6 +124,9 @@ void Arena::introduce() {
   ctl(me_)->base = reinterpret_cast<uint64_t>(base_);
 }
 
+int Arena::pid_of(int r) { return ctl(r)->pid; }
+uint64_t Arena::base_of(int r) { return ctl(r)->base; }
+
 bool Arena::probe_peers() {
   if (!config().shm_cma) return false;
   const auto* mine = reinterpret_cast<const SegHeader*>(base_);
@@ -341,7 +344,12 @@ Result<std::unique_ptr<Arena>> Arena::establish(Call& c, size_t slot_bytes, bool
   PODNET_RETURN_IF_ERROR(agree(c, cma, 3, [](int, uint32_t) {}));
   a->cma_ = cma != 0;
   a->touch_peers();  // every rank's map_headers is done: it preceded its agreement
+  PODNET_RETURN_IF_ERROR(a->choose_copies(c));
   return a;
+}
+
+Status Arena::agree_bits(Call& c, uint32_t& bits, uint32_t tag) {
+  return agree(c, bits, tag, [](int, uint32_t) {});
 }
 
 void Arena::publish(const CallInfo& ci) {

@@ -107,6 +107,22 @@ class Arena {
   // Waits until every other rank has finished call `s` (done reading what this rank posted).
   Status wait_finished(Call& c, uint32_t s);
 
+  // Whether, on this host, one cross-memory copy costs less than handing a block over
+  // through the segment (the owner's copy in and a peer's copy out, each moving cache lines
+  // between cores). The tuner's crossovers between the arena and "cma" depend on it
+  // (arena_crossover). Decided by rank 0, the same on every rank: PODNET_SHM_PREFER, or with
+  // "probe" (the default) measured at set-up by ranks 0 and 1 (arena_probe.cc). False
+  // without cross-memory attach.
+  bool cma_cheap() const noexcept { return cma_cheap_; }
+  // What the set-up probe measured on rank 0 (the best of its rounds; zeros where it did
+  // not run): rank 1 writing `bytes` into its buffer, rank 0 copying them out, and rank 0
+  // reading as many with one process_vm_readv from rank 1.
+  struct CopyCosts {
+    size_t bytes = 0;
+    int64_t write_ns = 0, read_ns = 0, cma_ns = 0;
+  };
+  const CopyCosts& copy_costs() const noexcept { return costs_; }
+
  private:
   struct Header;
   struct Ctl;
@@ -130,7 +146,16 @@ class Arena {
   void map_headers();  // readies every slot buffer's first page (set-up)
   void touch_peers();  // reads every peer buffer's pages up to touch_want_ (see map_ahead)
   void introduce();    // writes this rank's pid and mapping address into its control line
+  int pid_of(int r);        // what rank r introduced: its pid,
+  uint64_t base_of(int r);  // and where it maps the segment
   bool probe_peers();  // whether this rank can read every other rank's memory
+  // Set-up, after cma_ is agreed: decides cma_cheap_ on every rank (arena_probe.cc).
+  Status choose_copies(Call& c);
+  // Every rank's `bits`, ANDed, on every rank (a set-up exchange through rank 0, tags tag
+  // and tag + 1).
+  static Status agree_bits(Call& c, uint32_t& bits, uint32_t tag);
+  void probe_reader(int64_t deadline);  // rank 0's side of the probe: fills costs_
+  int64_t probe_writer(int64_t deadline);  // rank 1's: returns its best write time, 0 if none
 
   std::byte* base_ = nullptr;
   size_t map_bytes_ = 0;
@@ -146,6 +171,8 @@ class Arena {
   size_t touch_want_ = 0;    // bytes of every buffer (header included) the peers have written
   size_t touched_ = 0;       // of which this rank has read every page of theirs
   bool cma_ = false;         // every rank can read every other one's memory
+  bool cma_cheap_ = false;   // see cma_cheap()
+  CopyCosts costs_;
 };
 
 }  // namespace podnet::detail

@@ -83,6 +83,8 @@ CommImpl::CommImpl(World& world, std::vector<int> members, int rank, uint32_t id
     }
     overrides_[c] = canonical_name(c, *v);
   }
+  if (cfg.shm_prefer != "probe" && cfg.shm_prefer != "arena" && cfg.shm_prefer != "cma")
+    abort(Status::InvalidArgument("PODNET_SHM_PREFER='{}': expected probe, arena or cma", cfg.shm_prefer));
 }
 
 CommImpl::~CommImpl() {
@@ -328,7 +330,8 @@ Status CommImpl::setup_arena() {
   if (!a.ok()) return a.status().with_context("setting up the shared-memory arena of communicator {:#x}", id_);
   arena_ = std::move(a).value();
   if (arena_)
-    PODNET_INFO(kColl, "communicator {:#x}: shared-memory arena for {} ranks, {} bytes per slot", id_, size(), slot);
+    PODNET_INFO(kColl, "communicator {:#x}: shared-memory arena for {} ranks, {} bytes per slot, cross-memory copies {}",
+                id_, size(), slot, !arena_->cma() ? "off" : arena_->cma_cheap() ? "preferred" : "past the arena's crossovers");
   else if (size() > 1)
     PODNET_INFO(kColl, "communicator {:#x}: no shared-memory arena ({})", id_, why);
   return {};
@@ -365,8 +368,10 @@ std::string_view CommImpl::choose(Collective c, size_t bytes) {
   // A table measured on this many ranks (`podnet tune`, which times shm too) comes first.
   const TuneTable* t = loaded_tune_table();
   const bool no_table = t == nullptr || t->nranks != size();
-  if (fits && no_table && (need <= arena_crossover(c, size(), cma) || need >= arena_parts_from(c, size(), cma))) return "shm";
-  if (cma && no_table && cma_beyond_arena(c)) return "cma";
+  const bool cheap = arena_ && arena_->cma_cheap();
+  if (fits && no_table && (need <= arena_crossover(c, size(), cma, cheap) || need >= arena_parts_from(c, size(), cma)))
+    return "shm";
+  if (cma && no_table && cma_beyond_arena(c, size(), cheap)) return "cma";
   bool over_shm = size() > 1;
   for (int p = 0; p < size() && over_shm; ++p)
     if (p != rank_ && eps_[p] && eps_[p]->transport() != "shm") over_shm = false;

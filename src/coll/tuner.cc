@@ -217,7 +217,9 @@ std::string_view choose_algorithm(Collective c, size_t bytes, int n, bool slow_l
   }
 }
 
-bool cma_beyond_arena(Collective c) {
+bool cma_beyond_arena(Collective c, int n, bool cma_cheap) {
+  // allreduce on 2 ranks where cross-memory copies are cheap (arena_crossover).
+  if (c == Collective::kAllreduce) return cma_cheap && n <= 2;
   // 2026-11-30, three interleaved rounds, out of place, against the next best: allgather on
   // 2 ranks 8 KiB 1.5 us against the arena's 1.7, 32 KiB 2.3 against the ring's 4.4-5.7,
   // 512 KiB 19.7-21.9 against 21.5-22.4, even from 2 MiB; on 4 ranks 512 KiB 75-140
@@ -248,7 +250,7 @@ size_t arena_parts_from(Collective c, int n, bool cma) {
   return n <= 2 && cma ? SIZE_MAX : size_t{1} << 20;
 }
 
-size_t arena_crossover(Collective c, int n, bool cma) {
+size_t arena_crossover(Collective c, int n, bool cma, bool cma_cheap) {
   // Two ranks: one CMA copy per step makes the transport's ring hard to beat from a few
   // blocks up; more ranks: the ring's n-1 steps cost more, the arena's reads do not wait.
   constexpr size_t K = 1024;
@@ -264,7 +266,14 @@ size_t arena_crossover(Collective c, int n, bool cma) {
       // 97-99 / 186-188 / 341-362; two with -n 10 -w 2, 1 / 4 / 16 / 64 MiB 156-161 us /
       // 504-510 us / 2.41-2.61 ms / 10.6-11.1 ms against 187-197 / 763-775 / 3.36-3.73 /
       // 14.4-14.5.
-      return SIZE_MAX;
+      // Where cross-memory copies are cheap (2026-12-03, another VM: Arena::cma_cheap()),
+      // two ranks move to "cma" past 128 KiB: two interleaved rounds, -n 500, 128 / 256 KiB
+      // 20.7-21.0 / 41.1-41.7 us in the arena against 31.9-34.3 / 32.1-32.6; -n 200, 512 KiB /
+      // 1 / 2 / 4 MiB 93-94 / 203-206 / 415-417 / 832-835 against 62 / 150-152 / 342-348 /
+      // 677-693 (Open MPI 77-79 / 188-191 / 429-440 / 862-868). More ranks stay in the
+      // arena (4 ranks, 64 KiB-16 MiB: 22-24 us / 0.40-0.44 / 1.68-1.71 / 8.7-8.9 ms
+      // against 51-54 us / 0.49-0.52 / 1.79-1.94 / 8.0-9.5 ms).
+      return cma && cma_cheap && n <= 2 ? 128 * K : SIZE_MAX;
     case Collective::kReduce:
     case Collective::kReduceScatter:
       return n <= 2 ? 256 * K : 128 * K;
@@ -279,6 +288,12 @@ size_t arena_crossover(Collective c, int n, bool cma) {
       // 5.0-6.1 us against 3.4-3.5 / 4.2-4.3 / 6.6-7.0; 512 KiB 22-24 against 21-22; it
       // was 2 KiB blocks, from 1.5 against 1.7 us at 8 KiB on 2026-11-30). More ranks: 4
       // ranks 512 KiB (128 KiB blocks) 58-71 us against 108-114.
+      // Where cross-memory copies are cheap (2026-12-03, Arena::cma_cheap()), 2 ranks from
+      // 8 KiB blocks: two rounds, -n 2000, 8 / 16 / 32 / 64 / 128 KiB in all 1.22-1.24 /
+      // 2.07-2.10 / 3.8-4.0 / 6.1-6.2 / 12.2-12.4 us in the arena against 1.18-1.20 /
+      // 1.35-1.37 / 1.66-1.67 / 2.77-2.78 / 4.35-4.38 (Open MPI 128 KiB 5.1-5.7); 4 ranks
+      // even at 128 KiB (17.7 against 17.2), so 128 KiB stays there.
+      if (cma && cma_cheap) return n <= 2 ? 4 * K : 128 * K;
       return n <= 2 ? (cma ? 128 * K : 8 * K) : 128 * K;
     case Collective::kGather:
       return n <= 2 ? 16 * K : 128 * K;
@@ -295,6 +310,13 @@ size_t arena_crossover(Collective c, int n, bool cma) {
       // against 20.4); 4 ranks 128 KiB 26-39 against 51 us, 512 KiB 109-167 against
       // 112-113 (it was 64 KiB on more ranks). Past a slot the parts measured even with
       // "cma" on 2 ranks, far behind on 4 (arena_parts_from).
+      // Where cross-memory copies are cheap (2026-12-03, Arena::cma_cheap()): 2 ranks, two
+      // rounds, -n 1000, 16 / 32 / 64 / 128 / 256 KiB 1.47 / 2.21-2.22 / 4.2-4.4 / 9.0-9.5 /
+      // 16.9 us in the arena against 1.43-1.57 / 1.86-1.96 / 2.77-2.83 / 4.4-4.5 / 7.7-7.8
+      // (Open MPI 2.3 / 2.7 / 4.1 / 5.3 / 8.2); 4 ranks, -n 500, 32 / 64 / 128 / 256 KiB
+      // 7.0-7.2 / 11.9-12.3 / 23.6-23.7 / 49-50 against 10.8-11.3 / 12.7-13.1 / 17.1-17.6 /
+      // 25.8-27.7.
+      if (cma && cma_cheap) return n <= 2 ? 16 * K : 64 * K;
       return n <= 2 ? (cma ? 256 * K : 8 * K) : 128 * K;
     case Collective::kScatter:
       return n <= 2 ? 32 * K : 64 * K;

@@ -24,11 +24,12 @@ std::string_view choose_algorithm(Collective c, size_t bytes, int nranks, bool s
 // The largest call (in slot bytes, as algo::arena_bytes() counts them) for which the built-in
 // table prefers the shared-memory arena ("shm") over the transport-based algorithms, when a
 // communicator has one. Measured with `podnet bench coll -a shm` against the others
-// (docs/collectives.md); PODNET_SHM_COLL_MAX caps it.
-size_t arena_crossover(Collective c, int nranks, bool cma = false);
+// (docs/collectives.md); PODNET_SHM_COLL_MAX caps it. `cma_cheap`: on this host one
+// cross-memory copy costs less than a hand-over through the arena (Arena::cma_cheap()).
+size_t arena_crossover(Collective c, int nranks, bool cma = false, bool cma_cheap = false);
 // Whether, past the arena's crossover, direct cross-memory reads (algorithm "cma") beat the
 // transport's algorithms for collective c, when every rank may read every other one.
-bool cma_beyond_arena(Collective c);
+bool cma_beyond_arena(Collective c, int nranks = 2, bool cma_cheap = false);
 // The call size (in slot bytes) from which the arena, in slot-sized parts, beats the direct
 // transfers again (`cma`: every rank may reach every other one's memory), or the
 // transport's algorithms without them; SIZE_MAX: never.

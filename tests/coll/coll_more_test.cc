@@ -21,6 +21,9 @@ namespace {
 // A call that goes wrong fails after 30 s instead of the default two minutes, so one bug
 // does not run the binary into ctest's timeout (the environment may still say otherwise).
 [[maybe_unused]] const bool kTimeoutSet = [] { return ::setenv("PODNET_COLL_TIMEOUT_MS", "30000", 0) == 0; }();
+// The arena tests below expect the arena's own crossovers, whatever this host's probe would
+// find (tests/coll/shm_prefer_test.cc covers the probe and PODNET_SHM_PREFER=cma).
+[[maybe_unused]] const bool kPreferSet = [] { return ::setenv("PODNET_SHM_PREFER", "arena", 0) == 0; }();
 
 // Every root at the small sizes; the first and the last at 1 MiB.
 std::vector<int> roots_for(int n, size_t count) {

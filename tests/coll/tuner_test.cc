@@ -121,5 +121,36 @@ TEST(Tuner, EveryChoiceIsAnAlgorithmOfItsCollective) {
   }
 }
 
+// Where the arena probe finds cross-memory copies cheaper than hand-overs through the
+// segment (Arena::cma_cheap()), 2-rank allgather, alltoall and allreduce leave the arena for
+// "cma" at smaller sizes, 4-rank alltoall too; without cross-memory attach nothing changes.
+TEST(Tuner, CheapCrossMemoryCopiesMoveTheArenaCrossovers) {
+  using C = Collective;
+  // The arena's own table (hand-overs cheap, or not measured).
+  EXPECT_EQ(arena_crossover(C::kAllreduce, 2, true), SIZE_MAX);
+  EXPECT_EQ(arena_crossover(C::kAllgather, 2, true), 128 * K);
+  EXPECT_EQ(arena_crossover(C::kAlltoall, 2, true), 256 * K);
+  EXPECT_EQ(arena_crossover(C::kAlltoall, 4, true), 128 * K);
+  EXPECT_FALSE(cma_beyond_arena(C::kAllreduce, 2, false));
+  // Cheap cross-memory copies.
+  EXPECT_EQ(arena_crossover(C::kAllreduce, 2, true, true), 128 * K);
+  EXPECT_EQ(arena_crossover(C::kAllreduce, 3, true, true), SIZE_MAX) << "more ranks stay in the arena";
+  EXPECT_EQ(arena_crossover(C::kAllgather, 2, true, true), 4 * K);
+  EXPECT_EQ(arena_crossover(C::kAllgather, 4, true, true), 128 * K);
+  EXPECT_EQ(arena_crossover(C::kAlltoall, 2, true, true), 16 * K);
+  EXPECT_EQ(arena_crossover(C::kAlltoall, 4, true, true), 64 * K);
+  EXPECT_TRUE(cma_beyond_arena(C::kAllreduce, 2, true));
+  EXPECT_FALSE(cma_beyond_arena(C::kAllreduce, 3, true));
+  EXPECT_TRUE(cma_beyond_arena(C::kAllgather, 2, true));
+  EXPECT_TRUE(cma_beyond_arena(C::kAlltoall, 4, false));
+  // No cross-memory attach: "cheap" cannot apply.
+  EXPECT_EQ(arena_crossover(C::kAllreduce, 2, false, true), SIZE_MAX);
+  EXPECT_EQ(arena_crossover(C::kAllgather, 2, false, true), 8 * K);
+  EXPECT_EQ(arena_crossover(C::kAlltoall, 2, false, true), 8 * K);
+  // Other collectives keep their crossovers.
+  EXPECT_EQ(arena_crossover(C::kBroadcast, 2, true, true), arena_crossover(C::kBroadcast, 2, true));
+  EXPECT_EQ(arena_crossover(C::kReduceScatter, 4, true, true), arena_crossover(C::kReduceScatter, 4, true));
+}
+
 }  // namespace
 }  // namespace podnet::detail

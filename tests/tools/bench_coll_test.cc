@@ -220,6 +220,36 @@ TEST(BenchColl, DirectReadsBetweenProcessesAndTheirFallback) {
   }
 }
 
+// PODNET_SHM_PREFER between processes: the probe's verdict (logged by rank 0) decides the
+// algorithm of a 2-rank allgather of 16 KiB blocks, inside the arena's own crossover and past
+// the one for cheap cross-memory copies; the forced settings decide it without a probe; a
+// bad value fails the run with a message that names the variable.
+TEST(BenchColl, ShmPreferDecidesTheTwoRankCrossovers) {
+  for (std::string prefer : {"probe", "arena", "cma"}) {
+    Outcome o = run_program(podnet_bin(), {"run", "-n", "2", "--timeout", "50", "--env", "PODNET_TRANSPORT=shm",
+                                           "--env", "PODNET_SHM_PREFER=" + prefer, "--env", "PODNET_LOG=info",
+                                           "--env", "PODNET_LOG_SUBSYS=coll", "--", podnet_bin(), "bench", "coll",
+                                           "allgather", "-b", "32K", "-e", "32K", "-n", "5", "-w", "1", "--json"});
+    ASSERT_EQ(o.exit_code, 0) << prefer << "\n" << describe(o);
+    auto j = nlohmann::json::parse(rank0_text(o.out), nullptr, false);
+    ASSERT_TRUE(j.is_object()) << describe(o);
+    ASSERT_EQ(j["results"].size(), 1u) << j.dump();
+    EXPECT_EQ(j.value("wrong", -1), 0) << j.dump();
+    const std::string algo = j["results"][0].value("algorithm", "");
+    const std::string all = o.out + o.err;
+    const bool probed = all.find("arena probe, 65536 bytes: hand-over ") != std::string::npos;
+    EXPECT_EQ(probed, prefer == "probe") << describe(o);
+    std::string want = prefer == "cma" ? "cma" : "shm";
+    if (prefer == "probe") want = all.find("cross-memory copies are cheaper") != std::string::npos ? "cma" : "shm";
+    EXPECT_EQ(algo, want) << prefer << "\n" << describe(o);
+  }
+  Outcome bad = run_program(podnet_bin(), {"run", "-n", "2", "--timeout", "50", "--env", "PODNET_SHM_PREFER=fast",
+                                           "--", podnet_bin(), "bench", "coll", "allreduce", "-b", "8", "-e", "8"});
+  EXPECT_NE(bad.exit_code, 0) << describe(bad);
+  EXPECT_NE((bad.out + bad.err).find("PODNET_SHM_PREFER='fast': expected probe, arena or cma"), std::string::npos)
+      << describe(bad);
+}
+
 TEST(BenchColl, TablePrintsNcclTestsColumnsAndFooter) {
   Outcome o = bench(2, {"allreduce", "-b", "8", "-e", "1K", "-f", "4", "-n", "2", "-w", "1", "--link-rate", "25G"});
   ASSERT_EQ(o.exit_code, 0) << describe(o);

@@ -1,0 +1,96 @@
+// PODNET_SHM_PREFER and the arena's set-up probe (src/coll/arena_probe.cc): every rank of a
+// communicator uses the same crossovers, whatever the probe measured; the forced settings
+// give the tables tuner.cc names; the probe leaves the threads' CPU affinity as it was.
+// Registered three times (tests/coll/CMakeLists.txt): the default (probe), arena and cma.
+#include <sched.h>
+
+#include <atomic>
+#include <string>
+#include <vector>
+
+#include "base/config.h"
+#include "coll_cases.h"
+#include "coll_harness.h"
+
+namespace podnet::testing {
+namespace {
+
+[[maybe_unused]] const bool kTimeoutSet = [] { return ::setenv("PODNET_COLL_TIMEOUT_MS", "30000", 0) == 0; }();
+
+// Runs `cases` on every rank of `pod` (results checked by run_case) and returns, per rank,
+// the algorithm each one ran.
+std::vector<std::vector<std::string>> run_and_name(Pod& pod, const std::vector<Case>& cases, std::atomic<int>& problems) {
+  std::vector<std::vector<std::string>> used(pod.size());
+  pod.run([&](int r) {
+    for (const Case& k : cases) {
+      problems += static_cast<int>(run_case(pod.comm(r), k));
+      used[r].push_back(pod.comm(r).last_algorithm(k.coll));
+    }
+  });
+  return used;
+}
+
+// Every rank ran the same algorithms, and they are `arena` where hand-overs through the
+// segment were chosen and `cma` where cross-memory copies were; with the probe either set,
+// but one of them for every case.
+void expect_one_table(const std::vector<std::vector<std::string>>& used, const std::vector<std::string>& arena,
+                      const std::vector<std::string>& cma) {
+  for (size_t r = 1; r < used.size(); ++r) EXPECT_EQ(used[r], used[0]) << "rank " << r << " chose otherwise than rank 0";
+  const std::string& prefer = config().shm_prefer;
+  if (prefer == "arena") EXPECT_EQ(used[0], arena);
+  else if (prefer == "cma") EXPECT_EQ(used[0], cma);
+  else EXPECT_TRUE(used[0] == arena || used[0] == cma) << "neither table: " << ::testing::PrintToString(used[0]);
+}
+
+TEST(ShmPrefer, TwoRanksUseOneTableOnEveryRank) {
+  Pod pod(2);
+  std::atomic<int> problems{0};
+  // 16 KiB allgather blocks, 64 KiB of alltoall blocks, a 256 KiB allreduce: past the cma
+  // crossovers, inside the arena's.
+  const std::vector<Case> cases{
+      Case{Collective::kAllgather, "", DataType::kInt32, ReduceOp::kSum, 4096, 0, Variant::kOutOfPlace},
+      Case{Collective::kAlltoall, "", DataType::kInt32, ReduceOp::kSum, 8192, 0, Variant::kOutOfPlace},
+      Case{Collective::kAllreduce, "", DataType::kFloat32, ReduceOp::kSum, 65536, 0, Variant::kOutOfPlace},
+      Case{Collective::kAllreduce, "", DataType::kFloat32, ReduceOp::kSum, 65536, 0, Variant::kInPlace}};
+  auto used = run_and_name(pod, cases, problems);
+  EXPECT_EQ(problems.load(), 0);
+  expect_one_table(used, {"shm", "shm", "shm", "shm"}, {"cma", "cma", "cma", "cma"});
+}
+
+TEST(ShmPrefer, MoreRanksKeepAllreduceInTheArena) {
+  Pod pod(3);
+  std::atomic<int> problems{0};
+  // 3 x 32 KiB of alltoall blocks (past 64 KiB); allreduce of 1 MiB: the arena either way.
+  const std::vector<Case> cases{
+      Case{Collective::kAlltoall, "", DataType::kInt32, ReduceOp::kSum, 8192, 0, Variant::kOutOfPlace},
+      Case{Collective::kAllreduce, "", DataType::kFloat32, ReduceOp::kSum, 262144, 0, Variant::kOutOfPlace}};
+  auto used = run_and_name(pod, cases, problems);
+  EXPECT_EQ(problems.load(), 0);
+  expect_one_table(used, {"shm", "shm"}, {"cma", "shm"});
+}
+
+bool same_affinity(const cpu_set_t& a, const cpu_set_t& b) { return CPU_EQUAL(&a, &b); }
+
+// The probe binds ranks 0 and 1 to two CPUs while it runs: a communicator made later (split
+// sets up an arena of its own) must leave every thread's affinity as it found it.
+TEST(ShmPrefer, ProbeLeavesTheAffinityAsItWas) {
+  Pod pod(2);
+  std::atomic<int> problems{0};
+  pod.run([&](int r) {
+    cpu_set_t before, after;
+    ASSERT_EQ(sched_getaffinity(0, sizeof before, &before), 0);
+    auto sub = pod.comm(r).split(0, 1 - r);  // rank 1 becomes rank 0 of the new one
+    ASSERT_TRUE(sub.ok()) << sub.status().to_string();
+    ASSERT_EQ(sched_getaffinity(0, sizeof after, &after), 0);
+    if (!same_affinity(before, after)) {
+      ADD_FAILURE() << "rank " << r << ": affinity changed by setting up a communicator";
+      ++problems;
+    }
+    problems += static_cast<int>(
+        run_case(**sub, Case{Collective::kAllgather, "", DataType::kInt32, ReduceOp::kSum, 4096, 0, Variant::kOutOfPlace}));
+  });
+  EXPECT_EQ(problems.load(), 0);
+}
+
+}  // namespace
+}  // namespace podnet::testing
