@@ -153,6 +153,10 @@ Result<std::unique_ptr<Context>> ContextImpl::create(const ContextOptions& optio
   else if (c->config_.tcp_zerocopy != "auto")
     return Status::InvalidArgument("PODNET_TCP_ZEROCOPY='{}': expected auto, on or off", c->config_.tcp_zerocopy);
   if (to.chunk < 4096) return Status::InvalidArgument("PODNET_TCP_CHUNK={} must be at least 4096", to.chunk);
+  to.congestion = c->config_.tcp_congestion;
+  if (to.congestion.empty() || to.congestion.size() >= 16)  // TCP_CA_NAME_MAX
+    return Status::InvalidArgument("PODNET_TCP_CONGESTION='{}': expected auto, system or a congestion control name",
+                                   to.congestion);
   PODNET_ASSIGN_OR_RETURN(c->tcp_, tcp::TcpTransport::create(*c->engine_, *c->registry_, c->id_, c->rank_, bind,
                                                              options.port, to));
   if (c->config_.transport != "tcp") PODNET_RETURN_IF_ERROR(c->create_shm());

@@ -270,6 +270,45 @@ TEST(P2pTcpConnections, PingPongSharesOneConnectionBothWays) {
   }
 }
 
+// PODNET_TCP_CONGESTION, read back from the kernel (TCP_CONGESTION of the sockets that
+// carried a ping-pong over 127.0.0.1): auto sets reno through the loopback device, system
+// keeps net.ipv4.tcp_congestion_control, a name is set as given; a bad value fails the run.
+std::string read_sysctl(const char* path) {
+  std::ifstream in(path);
+  std::string v;
+  std::getline(in, v);
+  return v;
+}
+
+TEST(P2pTcpConnections, CongestionControlFollowsTheKnob) {
+  const std::string system_cc = read_sysctl("/proc/sys/net/ipv4/tcp_congestion_control");
+  ASSERT_FALSE(system_cc.empty()) << "no /proc/sys/net/ipv4/tcp_congestion_control";
+  const std::string available = " " + read_sysctl("/proc/sys/net/ipv4/tcp_available_congestion_control") + " ";
+  std::vector<std::pair<std::string, std::string>> cases{{"auto", "reno"}, {"system", system_cc}};
+  // A second name besides the default, where the kernel has one (reno is always built in).
+  for (const char* other : {"cubic", "reno"})
+    if (other != system_cc && available.find(std::string(" ") + other + " ") != std::string::npos) {
+      cases.emplace_back(other, other);
+      break;
+    }
+  for (const auto& [knob, want] : cases) {
+    Outcome o = run_program(podnet_bin(), {"run", "-n", "2", "--timeout", "60", "--env", "PODNET_TRANSPORT=tcp", "--env",
+                                           "PODNET_TCP_CONGESTION=" + knob, xfer_rank_bin(), "ping-pong-sockets", "200"});
+    ASSERT_EQ(o.exit_code, 0) << knob << "\n" << describe(o);
+    for (int r = 0; r < 2; ++r) {
+      auto line = rank_line(o.out, r, "rank " + std::to_string(r) + " congestion:");
+      ASSERT_TRUE(line) << knob << ": rank " << r << " named no congestion control\n" << describe(o);
+      EXPECT_EQ(*line, "rank " + std::to_string(r) + " congestion: " + want) << "PODNET_TCP_CONGESTION=" << knob;
+    }
+  }
+  Outcome bad = run_program(podnet_bin(), {"run", "-n", "2", "--timeout", "60", "--env", "PODNET_TRANSPORT=tcp", "--env",
+                                           "PODNET_TCP_CONGESTION=a-name-longer-than-fifteen", xfer_rank_bin(),
+                                           "ping-pong-sockets", "10"});
+  EXPECT_NE(bad.exit_code, 0) << describe(bad);
+  EXPECT_NE((bad.out + bad.err).find("PODNET_TCP_CONGESTION='a-name-longer-than-fifteen'"), std::string::npos)
+      << describe(bad);
+}
+
 // ---- a peer that dies or freezes -----------------------------------------------------
 
 // Drives one `podnet run -n 2 -- podnet_xfer_rank MODE ...` job: once rank 1 is ready (and,

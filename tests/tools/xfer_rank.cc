@@ -31,7 +31,8 @@
 //              that completed)
 //   recv-wait: "rank 0 recv ended after N ms: <status>"  N: since the recv was posted; exit 0
 //   ping-pong-sockets: each rank prints "rank R: K sockets sent COUNT data segments or more,
-//              M of them received as many" (exit 0, the test judges the counts)
+//              M of them received as many", then "rank R congestion: NAMES" (the congestion
+//              control of those sockets, comma-separated) (exit 0, the test judges them)
 //   notify-order: rank 1 prints "notifications in order" (exit 0), or "notification K has
 //              immediate V, expected K; M of COUNT out of place" (exit 1)
 //
@@ -224,6 +225,7 @@ int ping_pong_sockets(World& world, int count) {
     }
   }
   int senders = 0, both = 0;
+  std::vector<std::string> ccs;  // the congestion control of those sockets (TCP_CONGESTION)
   DIR* d = opendir("/proc/self/fd");
   if (d == nullptr) return fail(Status::Internal("opendir /proc/self/fd"), "sockets");
   while (dirent* e = readdir(d)) {
@@ -236,10 +238,20 @@ int ping_pong_sockets(World& world, int count) {
     if (ti.tcpi_data_segs_out < static_cast<uint32_t>(count)) continue;
     ++senders;
     if (ti.tcpi_data_segs_in >= static_cast<uint32_t>(count)) ++both;
+    char cc[32] = {};
+    socklen_t cl = sizeof cc - 1;
+    if (getsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, cc, &cl) == 0) {
+      std::string name(cc, strnlen(cc, cl));
+      if (std::find(ccs.begin(), ccs.end(), name) == ccs.end()) ccs.push_back(name);
+    }
   }
   closedir(d);
   say("rank {}: {} sockets sent {} data segments or more, {} of them received as many", world.rank(), senders, count,
       both);
+  std::sort(ccs.begin(), ccs.end());
+  std::string joined;
+  for (const std::string& c : ccs) joined += (joined.empty() ? "" : ",") + c;
+  say("rank {} congestion: {}", world.rank(), joined);
   return 0;
 }
 

@@ -108,6 +108,7 @@ class Connection : public detail::EventHandler, public std::enable_shared_from_t
   void finish_payload();
   void set_want_out(bool want);  // tx_mu_ held
   void enable_zerocopy();        // if the options and the peer call for it
+  void choose_congestion();      // once connected: PODNET_TCP_CONGESTION (TcpOptions::congestion)
   void reap_zerocopy();          // reads completions from the error queue; tx_mu_ held
   void set_rcvlowat(int bytes);  // rx_mu_ held
 
