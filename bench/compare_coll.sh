@@ -209,6 +209,12 @@ echo "# compare_coll: $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadav
   "$( ((use_mpi)) && mpirun --version 2>/dev/null | head -1 || echo 'no Open MPI')" \
   "(pml ob1, ${mpi_btl[*]});" "podnet over $transport;" \
   "Gloo $( ((use_gloo)) && dpkg-query -W -f='${Version}' libgloo-dev 2>/dev/null || echo 'not used')"
+if [[ $transport == tcp ]]; then
+  # The anchors use the host's congestion control; podnet sets its own on loopback
+  # connections (PODNET_TCP_CONGESTION, default auto: reno). BBR there cost both 30-50 %.
+  echo "# TCP congestion control: host $(cat /proc/sys/net/ipv4/tcp_congestion_control 2>/dev/null || echo '?')" \
+    "(Open MPI, Gloo); podnet PODNET_TCP_CONGESTION=${PODNET_TCP_CONGESTION:-auto} (auto: reno on loopback connections)"
+fi
 echo "# ranks: $ranks_list; sizes 8 B .. $max B; iters $small_iters (warm-up $small_warmup) up to 8 KiB," \
   "$iters (warm-up $warmup) from 32 KiB, $big_iters (warm-up $big_warmup) from 1 MiB; repeats $repeats"
 for ((rep_i = 1; rep_i <= repeats; rep_i++)); do
