@@ -114,19 +114,18 @@ class Arena {
   // "probe" (the default) measured at set-up by ranks 0 and 1 (arena_probe.cc). False
   // without cross-memory attach.
   bool cma_cheap() const noexcept { return cma_cheap_; }
-  // What the set-up probe measured on rank 0 (the best of its rounds; zeros where it did
-  // not run): rank 1 writing `bytes` into its buffer, rank 0 copying them out, and rank 0
-  // reading as many with one process_vm_readv from rank 1.
-  struct CopyCosts {
-    size_t bytes = 0;
-    int64_t write_ns = 0, read_ns = 0, cma_ns = 0;
-  };
-  const CopyCosts& copy_costs() const noexcept { return costs_; }
 
  private:
   struct Header;
   struct Ctl;
   struct Wake;
+  // What the set-up probe measured on rank 0 (the best of its rounds; zeros where it did
+  // not run): rank 1 writing `bytes` into its buffer, rank 0 copying them out, and rank 0
+  // reading as many with one process_vm_readv from rank 1. Logged at info.
+  struct CopyCosts {
+    size_t bytes = 0;
+    int64_t write_ns = 0, read_ns = 0, cma_ns = 0;
+  };
   Arena() = default;
   Header* header(int r, uint32_t s);
   static bool large(uint32_t b) { return b % kLargeEvery == 0; }  // buffer index b holds a slot

@@ -8,8 +8,8 @@
 // pages and copies once; in a benchmark loop its source and destination lines stay in the
 // caches of the core that copies. Which one wins depends on the host, not on podnet: on one
 // 2-vCPU VM (2026-12-02) the 2-rank arena allgather of 128 KiB took 5.0-6.1 us against 6.6-7.0
-// for "cma"; on another (2026-12-03) 12.2-12.4 against 4.4, where a 64 KiB hand-over cost
-// about 10 us (writer and reader together) and a 64 KiB cross-memory read about 2.
+// for "cma"; on another (2026-12-03) 12.2-12.4 against 4.4, where this probe read 6.2-9.1 us
+// for a 64 KiB hand-over (writer and reader together) and 2.4-2.9 for the cross-memory read.
 //
 // The probe: ranks 0 and 1 take turns through a word in the header page. Each round rank 1
 // copies 64 KiB into its first slot buffer; rank 0 copies them out, then reads 64 KiB of
@@ -19,7 +19,7 @@
 // rank descheduled on a crowded host) leaves the built-in choice (arena). For the probe the
 // two ranks bind themselves to two different CPUs (and restore their affinity after):
 // unbound, on a host with more ranks than CPUs, they often took turns on one CPU, whose
-// cache made the hand-over look cheap (4 ranks on 2 CPUs: 2.1 us for 64 KiB, against 6.9-9.1
+// cache made the hand-over look cheap (4 ranks on 2 CPUs: 2.1 us for 64 KiB, against 6.2-9.1
 // between two CPUs).
 #include <sched.h>
 #include <sys/uio.h>

@@ -271,7 +271,7 @@ size_t arena_crossover(Collective c, int n, bool cma, bool cma_cheap) {
       // 20.7-21.0 / 41.1-41.7 us in the arena against 31.9-34.3 / 32.1-32.6; -n 200, 512 KiB /
       // 1 / 2 / 4 MiB 93-94 / 203-206 / 415-417 / 832-835 against 62 / 150-152 / 342-348 /
       // 677-693 (Open MPI 77-79 / 188-191 / 429-440 / 862-868). More ranks stay in the
-      // arena (4 ranks, 64 KiB-16 MiB: 22-24 us / 0.40-0.44 / 1.68-1.71 / 8.7-8.9 ms
+      // arena (4 ranks, 64 KiB / 1 / 4 / 16 MiB: 22-24 us / 0.40-0.44 / 1.68-1.71 / 8.7-8.9 ms
       // against 51-54 us / 0.49-0.52 / 1.79-1.94 / 8.0-9.5 ms).
       return cma && cma_cheap && n <= 2 ? 128 * K : SIZE_MAX;
     case Collective::kReduce:
