@@ -211,7 +211,8 @@ echo "# compare_coll: $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadav
   "Gloo $( ((use_gloo)) && dpkg-query -W -f='${Version}' libgloo-dev 2>/dev/null || echo 'not used')"
 if [[ $transport == tcp ]]; then
   # The anchors use the host's congestion control; podnet sets its own on loopback
-  # connections (PODNET_TCP_CONGESTION, default auto: reno). BBR there cost both 30-50 %.
+  # connections (PODNET_TCP_CONGESTION, default auto: reno); BBR there cost a third or more of
+  # the bandwidth (docs/performance.md).
   echo "# TCP congestion control: host $(cat /proc/sys/net/ipv4/tcp_congestion_control 2>/dev/null || echo '?')" \
     "(Open MPI, Gloo); podnet PODNET_TCP_CONGESTION=${PODNET_TCP_CONGESTION:-auto} (auto: reno on loopback connections)"
 fi
