@@ -201,7 +201,18 @@ std::string_view choose_algorithm(Collective c, size_t bytes, int n, bool slow_l
       // interleaved rounds, 4 KiB / 8 KiB / 16 KiB blocks: 4 ranks 27-36 / 32-35 / 43-51 us
       // against 30-45 / 34-55 / 47-58, 8 ranks 120-155 / 127-141 / 207-230 against 131-175
       // / 160-168 / 278-337; even below 4 KiB).
+      // Over tcp since loopback connections run reno (2026-12-03, PODNET_TCP_CONGESTION):
+      // on a power of two, recursive doubling past 16 KiB blocks too, on 4 ranks at every
+      // size and on more from 1 MiB in all (three interleaved rounds, 4 ranks on 2 CPUs, out
+      // of place, 32 / 128 / 512 KiB / 2 / 8 / 32 MiB in all: 25-34 / 52-99 / 242-464 us /
+      // 0.76-1.18 / 3.06-3.10 / 16.2-17.9 ms against linear's 39-122 / 78-81 / 501-525 us /
+      // 1.02-1.17 / 3.22-3.81 / 17.8-18.6 ms; 8 ranks, two rounds, 256 KiB / 1 / 4 / 16 MiB
+      // 637-840 us / 1.90-2.05 / 5.14-5.43 / 22.3-22.8 ms against 521-604 us / 2.18-2.21 /
+      // 7.69-7.74 / 29.4-29.5 ms). With the host's BBR linear was ahead or even (4 ranks,
+      // two rounds: 512 KiB 179-291 against 215-299 us, 8 MiB 5.06-5.10 against 4.65-5.05
+      // ms). Over shm without cross-memory attach, linear as measured before.
       if (n <= 2) return "ring";
+      if ((n & (n - 1)) == 0 && !over_shm && (n <= 4 || bytes * n >= (1u << 20))) return "recursive_doubling";
       if (bytes > (16u << 10)) return "linear";
       return (n & (n - 1)) == 0 ? "recursive_doubling" : "bruck";
     case Collective::kReduceScatter:

@@ -91,8 +91,15 @@ TEST(Tuner, MoreRanksGatherPastBruckInOneRoundExceptOnSlowLinks) {
   for (int n : {3, 4, 8}) {
     // log2(n) rounds up to 16 KiB blocks: without bruck's rotation where n is a power of two.
     EXPECT_EQ(choose_algorithm(Collective::kAllgather, 16 * K, n), n == 3 ? "bruck" : "recursive_doubling");
-    EXPECT_EQ(choose_algorithm(Collective::kAllgather, 16 * K + 4, n), "linear");
-    EXPECT_EQ(choose_algorithm(Collective::kAllgather, 64 * K * K, n), "linear");
+    // Over tcp (reno on loopback) a power of two keeps recursive doubling: 4 ranks at every
+    // size, 8 from 1 MiB in all; over shm (no cross-memory attach) and on 3 ranks, linear.
+    const char* past_16k = n == 4 ? "recursive_doubling" : "linear";
+    EXPECT_EQ(choose_algorithm(Collective::kAllgather, 16 * K + 4, n), past_16k);
+    EXPECT_EQ(choose_algorithm(Collective::kAllgather, 64 * K * K, n), n == 3 ? "linear" : "recursive_doubling");
+    EXPECT_EQ(choose_algorithm(Collective::kAllgather, 128 * K, n), n == 3 ? "linear" : "recursive_doubling");
+    EXPECT_EQ(choose_algorithm(Collective::kAllgather, 128 * K - 4, n), past_16k);
+    for (size_t bytes : {16 * K + 4, 64 * K * K})
+      EXPECT_EQ(choose_algorithm(Collective::kAllgather, bytes, n, false, false, /*over_shm=*/true), "linear");
     // Shaped links: n-1 flows at once into each link lose to the ring's one.
     EXPECT_EQ(choose_algorithm(Collective::kAllgather, 16 * K, n, true), "bruck");
     EXPECT_EQ(choose_algorithm(Collective::kAllgather, 64 * K, n, true), "ring");
