@@ -213,8 +213,7 @@ if [[ $transport == tcp ]]; then
   # The anchors use the host's congestion control; podnet sets its own on loopback
   # connections (PODNET_TCP_CONGESTION, default auto: reno); BBR there cost a third or more of
   # the bandwidth (docs/performance.md).
-  echo "# TCP congestion control: host $(cat /proc/sys/net/ipv4/tcp_congestion_control 2>/dev/null || echo '?')" \
-    "(Open MPI, Gloo); podnet PODNET_TCP_CONGESTION=${PODNET_TCP_CONGESTION:-auto} (auto: reno on loopback connections)"
+  echo "# TCP congestion control: $(tcp_congestion "Open MPI, Gloo")"
 fi
 echo "# ranks: $ranks_list; sizes 8 B .. $max B; iters $small_iters (warm-up $small_warmup) up to 8 KiB," \
   "$iters (warm-up $warmup) from 32 KiB, $big_iters (warm-up $big_warmup) from 1 MiB; repeats $repeats"

@@ -386,8 +386,7 @@ echo "  iperf3:   $iperf_version; -t $duration -l $iperf_len, $pn"
 echo "  sockperf: $sockperf_version; ping-pong --tcp -t $duration --msg-size $sockperf_size (its minimum)"
 echo "  podnet bw: -o write -m bw -s {${sizes[*]}}, ~2 GiB per size; lat: -o send -m lat -s $lat_size -n $lat_iters"
 echo "  placement: --bind $bind"
-echo "  TCP congestion control: host $(cat /proc/sys/net/ipv4/tcp_congestion_control 2>/dev/null || echo '?') (iperf3, sockperf);" \
-  "podnet PODNET_TCP_CONGESTION=${PODNET_TCP_CONGESTION:-auto} (auto: reno on loopback connections)"
+echo "  TCP congestion control: $(tcp_congestion "iperf3, sockperf")"
 echo "  repeats: $repeats (tools interleaved, order rotated per repeat); host: $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
 

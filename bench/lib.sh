@@ -84,3 +84,10 @@ to_bytes() {
   [[ "$v" =~ ^[0-9]+$ ]] || { echo "bad size: $1" >&2; exit 2; }
   echo $((v * m))
 }
+
+# tcp_congestion ANCHORS: the host's TCP congestion control (which ANCHORS use) and podnet's
+# setting (PODNET_TCP_CONGESTION, default auto: reno on loopback connections), for headers.
+tcp_congestion() {
+  echo "host $(cat /proc/sys/net/ipv4/tcp_congestion_control 2>/dev/null || echo '?') ($1);" \
+    "podnet PODNET_TCP_CONGESTION=${PODNET_TCP_CONGESTION:-auto} (auto: reno on loopback connections)"
+}

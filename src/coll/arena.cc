@@ -341,7 +341,7 @@ Result<std::unique_ptr<Arena>> Arena::establish(Call& c, size_t slot_bytes, bool
   // ranks agree, so that all of them or none use the direct reads.
   uint32_t cma = a->probe_peers() ? kCma : 0;
   a->map_headers();  // before the last agreement, after which ranks use the arena
-  PODNET_RETURN_IF_ERROR(agree(c, cma, 3, [](int, uint32_t) {}));
+  PODNET_RETURN_IF_ERROR(agree_bits(c, cma, 3));
   a->cma_ = cma != 0;
   a->touch_peers();  // every rank's map_headers is done: it preceded its agreement
   PODNET_RETURN_IF_ERROR(a->choose_copies(c));

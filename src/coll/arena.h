@@ -119,9 +119,9 @@ class Arena {
   struct Header;
   struct Ctl;
   struct Wake;
-  // What the set-up probe measured on rank 0 (the best of its rounds; zeros where it did
-  // not run): rank 1 writing `bytes` into its buffer, rank 0 copying them out, and rank 0
-  // reading as many with one process_vm_readv from rank 1. Logged at info.
+  // What the set-up probe measured (the best of its rounds; zeros where it did not finish):
+  // rank 1 writing `bytes` into its buffer, rank 0 copying them out, and rank 0 reading as
+  // many with one process_vm_readv from rank 1. Logged at info by rank 0.
   struct CopyCosts {
     size_t bytes = 0;
     int64_t write_ns = 0, read_ns = 0, cma_ns = 0;
@@ -153,7 +153,7 @@ class Arena {
   // Every rank's `bits`, ANDed, on every rank (a set-up exchange through rank 0, tags tag
   // and tag + 1).
   static Status agree_bits(Call& c, uint32_t& bits, uint32_t tag);
-  void probe_reader(int64_t deadline);  // rank 0's side of the probe: fills costs_
+  CopyCosts probe_reader(int64_t deadline);  // rank 0's side of the probe (write_ns left 0)
   int64_t probe_writer(int64_t deadline);  // rank 1's: returns its best write time, 0 if none
 
   std::byte* base_ = nullptr;
@@ -171,7 +171,6 @@ class Arena {
   size_t touched_ = 0;       // of which this rank has read every page of theirs
   bool cma_ = false;         // every rank can read every other one's memory
   bool cma_cheap_ = false;   // see cma_cheap()
-  CopyCosts costs_;
 };
 
 }  // namespace podnet::detail

@@ -90,7 +90,7 @@ bool await_turn(std::atomic<uint32_t>* w, uint32_t want, int64_t deadline) {
 }
 }  // namespace
 
-void Arena::probe_reader(int64_t deadline) {
+Arena::CopyCosts Arena::probe_reader(int64_t deadline) {
   const size_t b = std::min(kProbeBytes, slot_bytes_);
   std::vector<std::byte> scratch(b, std::byte{0});
   const std::byte* handed = slot(1, 0, b);
@@ -110,9 +110,11 @@ void Arena::probe_reader(int64_t deadline) {
     if (got == static_cast<ssize_t>(b)) cma = std::min(cma, t2 - t1);
     turn->store(2 * i + 2, std::memory_order_release);
   }
-  costs_.bytes = b;
-  costs_.read_ns = read == INT64_MAX ? 0 : read;
-  costs_.cma_ns = cma == INT64_MAX ? 0 : cma;
+  CopyCosts costs;
+  costs.bytes = b;
+  costs.read_ns = read == INT64_MAX ? 0 : read;
+  costs.cma_ns = cma == INT64_MAX ? 0 : cma;
+  return costs;
 }
 
 int64_t Arena::probe_writer(int64_t deadline) {
@@ -135,24 +137,25 @@ Status Arena::choose_copies(Call& c) {
   // Rank 0 decides; rank 1 helps it measure; every rank learns the answer in one agreement
   // (AND of the bits: the others offer 1).
   uint32_t cheap = 1;
-  const std::string& prefer = config().shm_prefer;
   if (me_ == 0) {
+    const std::string& prefer = config().shm_prefer;
     // {probe or not, the CPU rank 0 binds to}
     int32_t probe[2] = {cma_ && prefer != "arena" && prefer != "cma" && slot_bytes_ >= 4096 ? 1 : 0, allowed_cpu(-1)};
     if (cma_) PODNET_RETURN_IF_ERROR(c.send(1, probe, sizeof probe, kTagProbe));
     cheap = cma_ && prefer == "cma" ? 1 : 0;
     if (probe[0]) {
+      CopyCosts costs;
       {
         BindFor bind(probe[1]);
-        probe_reader(now_ns() + kBudgetNs);
+        costs = probe_reader(now_ns() + kBudgetNs);
       }
-      PODNET_RETURN_IF_ERROR(c.recv(1, &costs_.write_ns, sizeof costs_.write_ns, kTagWrite));
-      const bool done = costs_.read_ns > 0 && costs_.cma_ns > 0 && costs_.write_ns > 0;
-      cheap = done && costs_.cma_ns < costs_.write_ns + costs_.read_ns ? 1 : 0;
+      PODNET_RETURN_IF_ERROR(c.recv(1, &costs.write_ns, sizeof costs.write_ns, kTagWrite));
+      const bool done = costs.read_ns > 0 && costs.cma_ns > 0 && costs.write_ns > 0;
+      cheap = done && costs.cma_ns < costs.write_ns + costs.read_ns ? 1 : 0;
       PODNET_INFO(kColl,
                   "arena probe, {} bytes: hand-over {} ns (rank 1 writes {}, rank 0 reads {}), cross-memory read {} ns: "
                   "{}",
-                  costs_.bytes, costs_.write_ns + costs_.read_ns, costs_.write_ns, costs_.read_ns, costs_.cma_ns,
+                  costs.bytes, costs.write_ns + costs.read_ns, costs.write_ns, costs.read_ns, costs.cma_ns,
                   !done ? "did not finish in time, the arena's crossovers" : cheap ? "cross-memory copies are cheaper"
                                                                                   : "hand-overs are cheaper");
     }

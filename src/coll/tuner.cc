@@ -188,7 +188,7 @@ std::string_view choose_algorithm(Collective c, size_t bytes, int n, bool slow_l
       return "ring";
     case Collective::kBroadcast:
       return bytes <= (256u << 10) || n <= 2 ? "binomial" : "chain";
-    case Collective::kAllgather:
+    case Collective::kAllgather: {
       // On two ranks both are one exchange, and bruck adds a local rotation (tcp 8 B-8 KiB
       // 4.6-5.8 vs 4.8-6.2 us; shm 16 KiB blocks 3.2 vs 5.4 us).
       // More ranks, past bruck's range: every block to every peer at once, one round instead
@@ -212,9 +212,11 @@ std::string_view choose_algorithm(Collective c, size_t bytes, int n, bool slow_l
       // two rounds: 512 KiB 179-291 against 215-299 us, 8 MiB 5.06-5.10 against 4.65-5.05
       // ms). Over shm without cross-memory attach, linear as measured before.
       if (n <= 2) return "ring";
-      if ((n & (n - 1)) == 0 && !over_shm && (n <= 4 || bytes * n >= (1u << 20))) return "recursive_doubling";
+      const bool pow2 = (n & (n - 1)) == 0;
+      if (pow2 && !over_shm && (n <= 4 || bytes * n >= (1u << 20))) return "recursive_doubling";
       if (bytes > (16u << 10)) return "linear";
-      return (n & (n - 1)) == 0 ? "recursive_doubling" : "bruck";
+      return pow2 ? "recursive_doubling" : "bruck";
+    }
     case Collective::kReduceScatter:
       return "ring";
     case Collective::kAlltoall:

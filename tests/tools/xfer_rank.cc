@@ -52,6 +52,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -225,7 +226,7 @@ int ping_pong_sockets(World& world, int count) {
     }
   }
   int senders = 0, both = 0;
-  std::vector<std::string> ccs;  // the congestion control of those sockets (TCP_CONGESTION)
+  std::set<std::string> ccs;  // the congestion control of those sockets (TCP_CONGESTION), sorted
   DIR* d = opendir("/proc/self/fd");
   if (d == nullptr) return fail(Status::Internal("opendir /proc/self/fd"), "sockets");
   while (dirent* e = readdir(d)) {
@@ -240,15 +241,11 @@ int ping_pong_sockets(World& world, int count) {
     if (ti.tcpi_data_segs_in >= static_cast<uint32_t>(count)) ++both;
     char cc[32] = {};
     socklen_t cl = sizeof cc - 1;
-    if (getsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, cc, &cl) == 0) {
-      std::string name(cc, strnlen(cc, cl));
-      if (std::find(ccs.begin(), ccs.end(), name) == ccs.end()) ccs.push_back(name);
-    }
+    if (getsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, cc, &cl) == 0) ccs.emplace(cc, strnlen(cc, cl));
   }
   closedir(d);
   say("rank {}: {} sockets sent {} data segments or more, {} of them received as many", world.rank(), senders, count,
       both);
-  std::sort(ccs.begin(), ccs.end());
   std::string joined;
   for (const std::string& c : ccs) joined += (joined.empty() ? "" : ",") + c;
   say("rank {} congestion: {}", world.rank(), joined);

@@ -93,8 +93,9 @@ void Connection::choose_congestion() {
   // leave the host keep the system's choice.
   const auto& o = transport_->options();
   if (o.congestion == "system") return;
-  const std::string& cc = o.congestion == "auto" ? o.loopback_congestion : o.congestion;
-  if (o.congestion == "auto" && !through_loopback(fd_)) return;
+  const bool auto_cc = o.congestion == "auto";
+  if (auto_cc && !through_loopback(fd_)) return;
+  const std::string cc = auto_cc ? "reno" : o.congestion;
   if (setsockopt(fd_, IPPROTO_TCP, TCP_CONGESTION, cc.data(), static_cast<socklen_t>(cc.size())) != 0)
     PODNET_WARN(kNet, "TCP_CONGESTION {} on the connection to {}: {}; it keeps the system's congestion control", cc,
                 remote_, std::strerror(errno));

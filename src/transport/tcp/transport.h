@@ -46,12 +46,11 @@ struct TcpOptions {
   // A write_notify's acknowledgement may wait this long for the notified thread's next
   // frame to the initiator, to leave with it (0: sent at once).
   int ack_delay_us = 200;
-  // Congestion control per connection: "auto" sets `loopback_congestion` on connections
-  // whose peer is on this host (routed through the loopback device) and leaves the others
-  // at the system default; "system" never sets one; any other value is set on every
-  // connection (PODNET_TCP_CONGESTION).
+  // Congestion control per connection: "auto" sets reno on connections whose peer is on
+  // this host (routed through the loopback device) and leaves the others at the system
+  // default; "system" never sets one; any other value is set on every connection
+  // (PODNET_TCP_CONGESTION).
   std::string congestion = "auto";
-  std::string loopback_congestion = "reno";
 };
 
 class TcpTransport : public detail::Transport {
