@@ -85,10 +85,11 @@ Status agree(Call& c, uint32_t& bits, uint32_t tag, Seen&& seen) {
 struct Arena::Header {
   std::atomic<uint32_t> seq;  // the arena call whose data this buffer holds
   uint32_t comm_seq;
-  uint8_t coll, dtype, op, pad;
+  uint8_t coll, dtype, op;
+  uint8_t mini_bytes;  // the payload's size in a 32-byte entry, where `bytes` is not written
   int32_t root;
   uint64_t count;
-  uint64_t bytes;
+  uint64_t bytes;  // the payload's size (not in a 32-byte entry: its data is here)
 };
 
 struct alignas(kLine) Arena::Ctl {
@@ -112,9 +113,13 @@ Arena::Ctl* Arena::ctl(int r) {
   return reinterpret_cast<Ctl*>(base_ + kHeaderPage) + r;
 }
 Arena::Wake* Arena::wake(int r) { return reinterpret_cast<Wake*>(base_ + kHeaderPage + n_ * sizeof(Ctl)) + r; }
-Arena::Header* Arena::header(int r, uint32_t s) {
-  const uint32_t b = s % kBuffers;
-  size_t off = kHeaderPage + n_ * (sizeof(Ctl) + sizeof(Wake)) + static_cast<size_t>(r) * per_rank_;
+Arena::Header* Arena::header(int r, uint32_t s, size_t bytes) {
+  if (bytes > kTinyBytes) return buffer(r, s % kBuffers);
+  std::byte* lines = base_ + lines_off_ + static_cast<size_t>(r) * kLinePages;
+  return reinterpret_cast<Header*>(bytes <= kMiniBytes ? lines + (s % kBuffers) * 32 : lines + 4096 + (s % kBuffers) * 64);
+}
+Arena::Header* Arena::buffer(int r, uint32_t b) {
+  size_t off = buffers_off_ + static_cast<size_t>(r) * per_rank_;
   if (large(b)) off += b / kLargeEvery * stride_;
   else off += kSlots * stride_ + (b - b / kLargeEvery - 1) * kSmallStride;
   return reinterpret_cast<Header*>(base_ + off);
@@ -183,8 +188,9 @@ void Arena::map_headers() {
   // the others' after it (touch_peers).
   const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
   const size_t len = std::min(stride_, data_off(page) + page);
+  std::memset(base_ + lines_off_ + static_cast<size_t>(me_) * kLinePages, 0, kLinePages);
   for (uint32_t b = 0; b < kBuffers; ++b)
-    std::memset(static_cast<void*>(header(me_, b)), 0, large(b) ? len : kSmallBuffer);
+    std::memset(static_cast<void*>(buffer(me_, b)), 0, large(b) ? len : kSmallBuffer);
   touch_want_ = len;
 }
 
@@ -208,8 +214,12 @@ void Arena::touch_peers() {
   const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
   for (int r = 0; r < n_; ++r) {
     if (r == me_) continue;
+    if (touched_ == 0) {
+      const auto lines = reinterpret_cast<uintptr_t>(base_ + lines_off_ + static_cast<size_t>(r) * kLinePages);
+      read_pages(lines, lines + kLinePages, page);
+    }
     for (uint32_t b = 0; b < kBuffers; ++b) {
-      const auto h = reinterpret_cast<uintptr_t>(header(r, b));
+      const auto h = reinterpret_cast<uintptr_t>(buffer(r, b));
       if (large(b)) read_pages(h + touched_, h + touch_want_, page);
       else if (touched_ == 0) read_pages(h, h + kSmallBuffer, page);
     }
@@ -234,13 +244,13 @@ void Arena::map_ahead(size_t bytes) {
   if (bytes < page) return;  // inside the first page, which map_headers made ready
   const size_t len = std::min(stride_, data_off(bytes) + bytes), from = std::min(len, data_off(page) + before);
   for (uint32_t b = 0; b < kBuffers; b += kLargeEvery)  // a payload beyond a small buffer lands only in these
-    std::memset(reinterpret_cast<std::byte*>(header(me_, b)) + from, 0, len - from);
+    std::memset(reinterpret_cast<std::byte*>(buffer(me_, b)) + from, 0, len - from);
   touch_want_ = std::max(touch_want_, len);
 }
 
 std::byte* Arena::slot(int r, uint32_t s, size_t bytes) {
   assert(fits_small(bytes) || large(s % kBuffers));  // begin() was given this call's largest payload
-  return reinterpret_cast<std::byte*>(header(r, s)) + data_off(bytes);
+  return reinterpret_cast<std::byte*>(header(r, s, bytes)) + data_off(bytes);
 }
 
 Arena::~Arena() {
@@ -262,7 +272,9 @@ Result<std::unique_ptr<Arena>> Arena::establish(Call& c, size_t slot_bytes, bool
   // rank to one CPU of its own, which is the opposite of oversubscribed.
   a->oversubscribed_ = n > std::max(1L, sysconf(_SC_NPROCESSORS_ONLN));
   a->per_rank_ = kSlots * a->stride_ + (kBuffers - kSlots) * kSmallStride;
-  a->map_bytes_ = kHeaderPage + n * (sizeof(Ctl) + sizeof(Wake)) + static_cast<size_t>(n) * a->per_rank_;
+  a->lines_off_ = round_up(kHeaderPage + n * (sizeof(Ctl) + sizeof(Wake)), 4096);
+  a->buffers_off_ = a->lines_off_ + static_cast<size_t>(n) * kLinePages;
+  a->map_bytes_ = a->buffers_off_ + static_cast<size_t>(n) * a->per_rank_;
   auto map = [&](int fd) -> bool {
     void* p = mmap(nullptr, a->map_bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (p == MAP_FAILED) {
@@ -377,7 +389,7 @@ void Arena::wake_sleepers(Wake* w, std::atomic<uint32_t>* word) {
 }
 
 void Arena::post(Call& c, uint32_t s, size_t bytes) {
-  Header* h = header(me_, s);
+  Header* h = header(me_, s, bytes);
   CallInfo ci = c.info();
   h->comm_seq = ci.seq;
   h->coll = static_cast<uint8_t>(ci.coll);
@@ -385,7 +397,8 @@ void Arena::post(Call& c, uint32_t s, size_t bytes) {
   h->op = static_cast<uint8_t>(ci.op);
   h->root = ci.root;
   h->count = ci.count;
-  h->bytes = bytes;
+  if (bytes <= kMiniBytes) h->mini_bytes = static_cast<uint8_t>(bytes);
+  else h->bytes = bytes;
   h->seq.store(s, std::memory_order_release);
   wake_sleepers(wake(me_), &h->seq);
 }
@@ -414,12 +427,12 @@ Status Arena::wait_writable(Call& c, uint32_t s) {
 }
 
 Result<const std::byte*> Arena::wait_posted(Call& c, int r, uint32_t s, size_t bytes) {
-  Header* h = header(r, s);
+  Header* h = header(r, s, bytes);
   PODNET_RETURN_IF_ERROR(wait_word(c, r, &h->seq, [s](uint32_t v) { return v == s; }, "to post its data"));
   CallInfo mine = c.info();
   CallInfo theirs{h->comm_seq, static_cast<Collective>(h->coll), static_cast<DataType>(h->dtype),
                   static_cast<ReduceOp>(h->op), h->count, h->root};
-  if (!theirs.same_call(mine) || h->bytes != bytes)
+  if (!theirs.same_call(mine) || (bytes <= kMiniBytes ? h->mini_bytes : h->bytes) != bytes)
     return c.fail(Status::InvalidArgument("rank {} is in {} while this rank is in {}: every rank must call the same "
                                           "collectives with the same arguments",
                                           r, theirs.describe(), mine.describe()));

@@ -12,7 +12,12 @@
 // call number that is a multiple of kLargeEvery, so its data always lands in a slot: 16
 // slots' worth of memory per rank, as many calls of slack as there are buffers. A buffer
 // starts with a 32-byte header (call number, then the call's signature) and its data
-// follows: in the same cache line for payloads up to 32 bytes, at +64 otherwise.
+// follows at +64. Payloads up to 32 bytes do not use the buffers but a rank's two line
+// pages, where entry (s mod kBuffers) holds call s's header and data, one entry after the
+// other: payloads up to 8 bytes in 32-byte entries (a 24-byte header, two calls per cache
+// line), up to 32 bytes in 64-byte ones. A rank that runs ahead (a broadcast's root) then
+// fills a line for several calls with one cache-line transfer, and the reader finds them
+// in order (2 ranks, 8-byte broadcast, 4 ranks on 2 CPUs: see docs/collectives.md).
 //
 // Reuse: a rank writes buffer (s mod kBuffers) only after every rank has finished call
 // s - kBuffers (the buffer's previous call is at most that, skipped numbers included). Calls
@@ -127,9 +132,14 @@ class Arena {
     int64_t write_ns = 0, read_ns = 0, cma_ns = 0;
   };
   Arena() = default;
-  Header* header(int r, uint32_t s);
+  Header* header(int r, uint32_t s, size_t bytes);  // where rank r's post of call s with `bytes` goes
+  Header* buffer(int r, uint32_t b);                 // rank r's buffer b
+  static constexpr size_t kMiniBytes = 8;    // payloads this small: 32-byte entries
+  static constexpr size_t kTinyBytes = 32;   // up to this: 64-byte entries
+  static constexpr size_t kLinePages = 8192;  // per rank: the 32-byte entries, then at +4096 the 64-byte ones
   static bool large(uint32_t b) { return b % kLargeEvery == 0; }  // buffer index b holds a slot
-  static size_t data_off(size_t bytes) { return bytes <= 32 ? 32 : 64; }  // small payloads share the header's line
+  // Where the data starts after its header: in the header's line (entries) or at +64 (buffers).
+  static size_t data_off(size_t bytes) { return bytes <= kMiniBytes ? 24 : bytes <= kTinyBytes ? 32 : 64; }
   static bool fits_small(size_t bytes) { return data_off(bytes) + bytes <= kSmallBuffer; }
   Ctl* ctl(int r);
   Wake* wake(int r);
@@ -161,6 +171,8 @@ class Arena {
   size_t slot_bytes_ = 0;
   size_t stride_ = 0;    // bytes per slot buffer
   size_t per_rank_ = 0;  // bytes of one rank's buffers
+  size_t lines_off_ = 0;    // the line pages (kLinePages per rank; page aligned)
+  size_t buffers_off_ = 0;  // the buffers (per_rank_ per rank)
   int n_ = 0, me_ = 0;
   bool oversubscribed_ = false;  // more ranks than CPUs this process may run on: yield at once
   bool light_post_ = false;      // every rank registered for membarrier: posters skip the fence

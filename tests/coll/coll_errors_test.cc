@@ -182,6 +182,30 @@ TEST_P(CollMismatch, OtherOp) {
   expect_reported(out, 1, all_ranks(4), {"max", "sum"});
 }
 
+// Payloads up to 32 bytes go through the arena's line pages (up to 8 bytes in 32-byte
+// entries, two calls to a cache line; up to 32 in 64-byte ones): a count that keeps a rank
+// in the same kind of entry, one that moves it to the other page, and another type of the
+// same size must each be reported, not read as the others' data.
+TEST(CollMismatchArenaEntries, OtherCountOrType) {
+  struct Row {
+    size_t count;  // rank 1's (the others: 2 int32, an 8-byte payload)
+    DataType type;
+    std::vector<std::string> words;
+  };
+  const Row rows[] = {{1, DataType::kInt32, {"count"}},  // 4 bytes: also a 32-byte entry
+                      {8, DataType::kInt32, {"count"}},  // 32 bytes: the 64-byte entries
+                      {2, DataType::kFloat32, {"float", "int32"}}};
+  for (const Row& row : rows) {
+    SCOPED_TRACE("rank 1: count " + std::to_string(row.count) + " " + std::string(dtype_name(row.type)));
+    auto out = run_pod(4, [&](Communicator& c, int r, int32_t* a, int32_t* b) {
+      Status s = c.set_algorithm(Collective::kAllreduce, "shm");
+      if (!s.ok()) return s;
+      return c.allreduce(a, b, r == 1 ? row.count : 2, r == 1 ? row.type : DataType::kInt32, ReduceOp::kSum);
+    });
+    expect_reported(out, 1, all_ranks(4), row.words);
+  }
+}
+
 // Two ranks, where every rank must hear from the other: each one must fail.
 TEST(CollMismatchTwoRanks, OtherCollectiveEitherSide) {
   auto out = run_pod(2, [](Communicator& c, int r, int32_t* a, int32_t* b) {

@@ -177,16 +177,18 @@ TEST(CollArena, ForcedShmBeyondTheSlotRunsAnotherAlgorithm) {
   EXPECT_EQ(problems.load(), 0);
 }
 
-// Rooted calls let ranks run ahead of each other by up to the arena's 64 buffers: small
-// payloads (a page buffer) and payloads past a page (only every fourth buffer holds one;
-// the call numbers skip to it) mixed, a root that runs ahead of a sleeping rank by more
+// Rooted calls let ranks run ahead of each other by up to the arena's 64 buffers: tiny
+// payloads (the line pages' 32- and 64-byte entries), small ones (a page buffer) and
+// payloads past a page (only every fourth buffer holds one; the call numbers skip to it)
+// mixed, a root that runs ahead of a sleeping rank by more
 // than 64 calls' worth of work, so that it must wait for buffers the slow rank has not
 // read yet, and an allreduce now and then. Every element is checked.
 TEST(CollArena, RanksRunAheadThroughSmallAndLargeBuffers) {
   const int n = 4;
   Pod pod(n);
   pod.run([&](int r) { ASSERT_TRUE(pod.comm(r).set_algorithm(Collective::kBroadcast, "shm").ok()); });
-  const size_t sizes[] = {3, 1100, 8, 20000};  // int32: 12 B, 4400 B (> a page buffer), 32 B, 80000 B
+  // int32: 12 B, 4400 B (> a page buffer), 32 B, 80000 B, 8 B, 4 B, 8 B, 400 B
+  const size_t sizes[] = {3, 1100, 8, 20000, 2, 1, 2, 100};
   auto value = [](int call, size_t i) { return static_cast<int32_t>(call * 7919 + static_cast<int>(i % 4093)); };
   std::atomic<int> problems{0};
   pod.run([&](int r) {
@@ -206,7 +208,7 @@ TEST(CollArena, RanksRunAheadThroughSmallAndLargeBuffers) {
         }
         continue;
       }
-      const size_t count = sizes[call % 4];
+      const size_t count = sizes[call % std::size(sizes)];
       std::vector<int32_t> buf(count, -1);
       if (r == root)
         for (size_t i = 0; i < count; ++i) buf[i] = value(call, i);
