@@ -292,7 +292,7 @@ Result<uint64_t> posted_address(Call& c, Arena& a, int r, uint32_t s) {
 // 13.5-13.8 ms.
 constexpr size_t kCmaPiece = 1024 * 1024;
 
-// Algorithm "cma" for allgather: every rank posts the address of its output;
+// Algorithm "cma" for allgather and alltoall: every rank posts the address of its output;
 // each rank writes its part for every peer straight into that peer's output (one
 // process_vm_writev per peer, no slot, no messages), says so, and copies its own part;
 // then it waits until every rank has finished writing before it returns, since only then
@@ -342,30 +342,15 @@ Status cma_alltoall(Call& c, Arena& a, const void* send, void* recv, size_t coun
   const size_t bytes = count * c.esize();
   const std::byte* src = static_cast<const std::byte*>(send);
   if (overlaps(send, bytes * n, recv, bytes * n) && n > 1 && bytes > 0) {
-    // This rank writes its output while the peers still read their blocks of the input
-    // (the same memory): they read a copy, made before this rank posts it.
+    // The peers write into the output, which here holds blocks still to go out: every
+    // block goes from a copy, made before this rank posts its output.
     std::byte* saved = c.scratch(bytes * n, 0);
     std::memcpy(saved, src, bytes * n);
     src = saved;
   }
-  // Each rank posts the address of its input and reads its block of every peer's input
-  // into its output (one process_vm_readv per peer), then copies its own block and waits
-  // until every peer has read from it. Reading rather than writing as allgather does: each
-  // peer's block is a different part of the input, so no source is read again from cache,
-  // and each rank writes only its own output (2026-12-03, out of place, three interleaved
-  // rounds, -n 100: 2 ranks 4 MiB 348-357 against 372-416 us writing, 4 ranks 4 MiB
-  // 782-803 against 828-882; 1, 16 and 64 MiB within each other's spread).
-  const uint32_t s = a.begin(0);
-  PODNET_RETURN_IF_ERROR(post_address(c, a, s, src));
-  for (int k = 1; k < n; ++k) {
-    const int r = (me + k) % n;  // not everyone from rank 0 first
-    PODNET_ASSIGN_OR_RETURN(uint64_t from, posted_address(c, a, r, s));
-    PODNET_RETURN_IF_ERROR(a.read_peer(c, r, B(recv) + r * bytes, from + me * bytes, bytes));
-  }
-  a.saw_all(s);
-  a.finish(s);
-  copy(B(recv) + me * bytes, src + me * bytes, bytes);
-  return a.wait_finished(c, s);  // the peers are done reading this rank's input
+  return cma_exchange(
+      c, a, recv, [&] { copy(B(recv) + me * bytes, src + me * bytes, bytes); },
+      [&](int r, uint64_t to) { return a.write_peer(c, r, to + me * bytes, src + r * bytes, bytes); });
 }
 
 Status cma_allreduce(Call& c, Arena& a, const void* send, void* recv, size_t count) {
