@@ -21,6 +21,17 @@ void finalize(Call& c, void* buf, size_t count) {
 }
 
 
+// Where a peer's data for a reduction into `out` is received. While this rank's data is
+// still the caller's input (`data` is not the output `buf`: out of place, before the first
+// reduction), straight into `out`, reduced there with the input: the call then touches no
+// scratch memory, only the input and the output (2 ranks over tcp, rabenseifner out of
+// place, three interleaved rounds: 1 / 2 MiB 282-286 / 573-587 us -> 258-263 / 501-517,
+// the in-place figures). Otherwise `out` holds this rank's own data: into scratch buffer
+// `which` of `scratch_bytes`. The kernels allow their output to be one of their inputs.
+std::byte* receive_into(Call& c, const void* data, const void* buf, std::byte* out, size_t scratch_bytes, int which) {
+  return data != buf ? out : c.scratch(scratch_bytes, which);
+}
+
 // Folds a non-power-of-two group onto the largest power of two p2: the first 2*rem ranks
 // pair up (even sends its data to odd). `in` is this rank's vector (the input, or buf in
 // place); on return *data says where it is now: buf where the fold reduced into it, else
@@ -35,10 +46,11 @@ int fold_in(Call& c, const void* in, void* buf, size_t count, int p2, Status& st
       st = c.send(rank + 1, in, bytes, 0);
       return -1;
     }
-    std::byte* tmp = c.scratch(bytes, 1);
-    st = c.recv(rank - 1, tmp, bytes, 0);
+    // Out of place the partner's vector lands in the output itself (see receive_into).
+    std::byte* into = receive_into(c, in, buf, B(buf), bytes, 1);
+    st = c.recv(rank - 1, into, bytes, 0);
     // Reduce as (lower rank, higher rank) so every rank's order is the same.
-    if (st.ok()) c.reduce3(buf, tmp, in, count);
+    if (st.ok()) c.reduce3(buf, into, in, count);
     *data = B(buf);
     return rank / 2;
   }
@@ -91,9 +103,13 @@ Status allreduce_ring(Call& c, const void* send, void* recv, size_t count) {
   auto mod = [n](int x) { return (x % n + n) % n; };
   const size_t max_block = block_cnt(count, n, 0) * es;
   const size_t chunk = ring_chunk(max_block, es);
-  std::byte* tmp[2] = {c.scratch(max_block, 0), c.scratch(max_block, 1)};
+  // Out of place a block's partial sums land in its place in the output (receive_into);
+  // in place, in two alternating scratch buffers.
+  const bool direct = send != recv;
+  std::byte* tmp[2] = {direct ? nullptr : c.scratch(max_block, 0), direct ? nullptr : c.scratch(max_block, 1)};
   auto bytes_of = [&](int b) { return block_cnt(count, n, b) * es; };
   auto ptr_of = [&](int b) { return B(recv) + block_off(count, n, b) * es; };
+  auto rs_dest = [&](int s, int b) { return direct ? ptr_of(b) : tmp[s % 2]; };  // step s receives block b
   auto input_of = [&](int b) { return static_cast<const std::byte*>(send) + block_off(count, n, b) * es; };
   auto chunks_of = [&](size_t bytes) { return chunks_in(bytes, chunk); };
   auto len_of = [&](size_t bytes, size_t k) { return chunk_len(bytes, chunk, k); };
@@ -101,9 +117,10 @@ Status allreduce_ring(Call& c, const void* send, void* recv, size_t count) {
 
   std::vector<std::vector<Request>> rs_sends(steps), ag_sends(steps), rs_recvs(steps), ag_recvs(steps);
   auto post_rs_recvs = [&](int s) {
-    size_t bytes = bytes_of(mod(r - s - 1));
+    const int b = mod(r - s - 1);
+    size_t bytes = bytes_of(b);
     for (size_t k = 0; k < chunks_of(bytes); ++k)
-      rs_recvs[s].push_back(c.irecv(left, tmp[s % 2] + k * chunk, len_of(bytes, k), ring_tag(s, k)));
+      rs_recvs[s].push_back(c.irecv(left, rs_dest(s, b) + k * chunk, len_of(bytes, k), ring_tag(s, k)));
   };
   auto post_send = [&](std::vector<Request>& into, int step, int block, size_t k) {
     into.push_back(c.isend(right, ptr_of(block) + k * chunk, len_of(bytes_of(block), k), ring_tag(step, k)));
@@ -137,7 +154,7 @@ Status allreduce_ring(Call& c, const void* send, void* recv, size_t count) {
       PODNET_RETURN_IF_ERROR(c.wait_recv(rs_recvs[s][k], left, len));
       std::byte* p = ptr_of(rb) + k * chunk;
       // Each block passes through this rank once: its own part comes from the input.
-      c.reduce3(p, input_of(rb) + k * chunk, tmp[s % 2] + k * chunk, len / es);
+      c.reduce3(p, input_of(rb) + k * chunk, rs_dest(s, rb) + k * chunk, len / es);
       if (s + 1 < steps) {
         post_send(rs_sends[s + 1], s + 1, rb, k);
       } else {  // rb == r+1: this chunk is final; the allgather starts with it
@@ -172,10 +189,10 @@ Status allreduce_recursive_doubling(Call& c, const void* send, void* recv, size_
   int newrank = fold_in(c, send, recv, count, p2, st, &data);
   PODNET_RETURN_IF_ERROR(st);
   if (newrank >= 0) {
-    std::byte* tmp = c.scratch(bytes, 0);
     uint32_t step = 1;
     for (int mask = 1; mask < p2; mask <<= 1, ++step) {
       int peer = real_rank(newrank ^ mask, rem);
+      std::byte* tmp = receive_into(c, data, recv, B(recv), bytes, 0);
       PODNET_RETURN_IF_ERROR(c.sendrecv(peer, data, bytes, peer, tmp, bytes, step));
       // Lower rank's data first, on both sides: identical results everywhere.
       if (peer < c.rank()) c.reduce3(recv, tmp, data, count);
@@ -245,7 +262,6 @@ Status allreduce_rabenseifner(Call& c, const void* send, void* recv, size_t coun
   int newrank = fold_in(c, send, recv, count, p2, st, &data);
   PODNET_RETURN_IF_ERROR(st);
   if (newrank >= 0 && p2 > 1) {
-    std::byte* tmp = c.scratch(bytes, 0);
     // Blocks are defined over p2 parts; [lo, hi) is the range of blocks this rank holds.
     int lo = 0, hi = p2;
     uint32_t step = 1;
@@ -257,6 +273,7 @@ Status allreduce_rabenseifner(Call& c, const void* send, void* recv, size_t coun
       int give_lo = keep_low ? mid : lo, give_hi = keep_low ? hi : mid;
       size_t ko = block_off(count, p2, keep_lo), kc = block_off(count, p2, keep_hi) - ko;
       size_t go = block_off(count, p2, give_lo), gc = block_off(count, p2, give_hi) - go;
+      std::byte* tmp = receive_into(c, data, recv, B(recv) + ko * es, bytes, 0);
       PODNET_RETURN_IF_ERROR(c.sendrecv(peer, data + go * es, gc * es, peer, tmp, kc * es, step));
       if (peer < c.rank()) c.reduce3(B(recv) + ko * es, tmp, data + ko * es, kc);
       else c.reduce3(B(recv) + ko * es, data + ko * es, tmp, kc);
