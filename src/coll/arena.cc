@@ -113,10 +113,13 @@ Arena::Ctl* Arena::ctl(int r) {
   return reinterpret_cast<Ctl*>(base_ + kHeaderPage) + r;
 }
 Arena::Wake* Arena::wake(int r) { return reinterpret_cast<Wake*>(base_ + kHeaderPage + n_ * sizeof(Ctl)) + r; }
+std::byte* Arena::lines(int r) { return base_ + lines_off_ + static_cast<size_t>(r) * kLinePages; }
 Arena::Header* Arena::header(int r, uint32_t s, size_t bytes) {
-  if (bytes > kTinyBytes) return buffer(r, s % kBuffers);
-  std::byte* lines = base_ + lines_off_ + static_cast<size_t>(r) * kLinePages;
-  return reinterpret_cast<Header*>(bytes <= kMiniBytes ? lines + (s % kBuffers) * 32 : lines + 4096 + (s % kBuffers) * 64);
+  static_assert(kBuffers * kTinyEntry <= kLinePage && offsetof(Header, bytes) + kMiniBytes == kMiniEntry &&
+                sizeof(Header) + kTinyBytes == kTinyEntry);  // data_off: a 32-byte entry's payload replaces `bytes`
+  const uint32_t b = s % kBuffers;
+  if (bytes > kTinyBytes) return buffer(r, b);
+  return reinterpret_cast<Header*>(bytes <= kMiniBytes ? lines(r) + b * kMiniEntry : lines(r) + kLinePage + b * kTinyEntry);
 }
 Arena::Header* Arena::buffer(int r, uint32_t b) {
   size_t off = buffers_off_ + static_cast<size_t>(r) * per_rank_;
@@ -188,7 +191,7 @@ void Arena::map_headers() {
   // the others' after it (touch_peers).
   const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
   const size_t len = std::min(stride_, data_off(page) + page);
-  std::memset(base_ + lines_off_ + static_cast<size_t>(me_) * kLinePages, 0, kLinePages);
+  std::memset(lines(me_), 0, kLinePages);
   for (uint32_t b = 0; b < kBuffers; ++b)
     std::memset(static_cast<void*>(buffer(me_, b)), 0, large(b) ? len : kSmallBuffer);
   touch_want_ = len;
@@ -215,8 +218,8 @@ void Arena::touch_peers() {
   for (int r = 0; r < n_; ++r) {
     if (r == me_) continue;
     if (touched_ == 0) {
-      const auto lines = reinterpret_cast<uintptr_t>(base_ + lines_off_ + static_cast<size_t>(r) * kLinePages);
-      read_pages(lines, lines + kLinePages, page);
+      const auto from = reinterpret_cast<uintptr_t>(lines(r));
+      read_pages(from, from + kLinePages, page);
     }
     for (uint32_t b = 0; b < kBuffers; ++b) {
       const auto h = reinterpret_cast<uintptr_t>(buffer(r, b));
@@ -272,7 +275,7 @@ Result<std::unique_ptr<Arena>> Arena::establish(Call& c, size_t slot_bytes, bool
   // rank to one CPU of its own, which is the opposite of oversubscribed.
   a->oversubscribed_ = n > std::max(1L, sysconf(_SC_NPROCESSORS_ONLN));
   a->per_rank_ = kSlots * a->stride_ + (kBuffers - kSlots) * kSmallStride;
-  a->lines_off_ = round_up(kHeaderPage + n * (sizeof(Ctl) + sizeof(Wake)), 4096);
+  a->lines_off_ = round_up(kHeaderPage + n * (sizeof(Ctl) + sizeof(Wake)), kLinePage);
   a->buffers_off_ = a->lines_off_ + static_cast<size_t>(n) * kLinePages;
   a->map_bytes_ = a->buffers_off_ + static_cast<size_t>(n) * a->per_rank_;
   auto map = [&](int fd) -> bool {

@@ -134,9 +134,11 @@ class Arena {
   Arena() = default;
   Header* header(int r, uint32_t s, size_t bytes);  // where rank r's post of call s with `bytes` goes
   Header* buffer(int r, uint32_t b);                 // rank r's buffer b
-  static constexpr size_t kMiniBytes = 8;    // payloads this small: 32-byte entries
-  static constexpr size_t kTinyBytes = 32;   // up to this: 64-byte entries
-  static constexpr size_t kLinePages = 8192;  // per rank: the 32-byte entries, then at +4096 the 64-byte ones
+  std::byte* lines(int r);                           // rank r's line pages
+  static constexpr size_t kMiniBytes = 8, kMiniEntry = 32;   // payloads this small: 32-byte entries
+  static constexpr size_t kTinyBytes = 32, kTinyEntry = 64;  // up to this: 64-byte entries
+  static constexpr size_t kLinePage = 4096;                  // a page of each kind of entry, per rank
+  static constexpr size_t kLinePages = 2 * kLinePage;
   static bool large(uint32_t b) { return b % kLargeEvery == 0; }  // buffer index b holds a slot
   // Where the data starts after its header: in the header's line (entries) or at +64 (buffers).
   static size_t data_off(size_t bytes) { return bytes <= kMiniBytes ? 24 : bytes <= kTinyBytes ? 32 : 64; }
