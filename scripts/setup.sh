@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs every Debian package podnet needs (build, tests, benchmarks) and builds it.
 # Idempotent: a second run only rebuilds what changed.
-#   scripts/setup.sh [--no-install] [--build-dir DIR] [--sanitize address|thread|undefined]
+#   scripts/setup.sh [--no-install] [--build-dir DIR] [--sanitize address|thread|undefined|address,undefined]
 set -euo pipefail
 
 usage() {

@@ -1,18 +1,48 @@
 #!/usr/bin/env bash
 # The whole test suite: installs what is missing, builds, runs every test (unit,
-# multi-process, launcher) and ends with one line "N passed, M failed, K skipped".
-#   scripts/test.sh [ctest arguments...]
+# multi-process, launcher), then builds again with AddressSanitizer and
+# UndefinedBehaviorSanitizer (build-san/) and runs the suite there too, less the soft-RoCE
+# VM test (which the first stage ran). Ends with one line "N passed, M failed, K skipped"
+# over both stages.
+#   scripts/test.sh [ctest arguments...]      (passed to both stages)
+#   PODNET_TEST_SANITIZERS=0 scripts/test.sh  (the first stage only)
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
+passed=0; failed=0; skipped=0; rc=0
+
+# run_stage NAME BUILD_DIR [ctest arguments...]: runs ctest in BUILD_DIR, adds its counts.
+run_stage() {
+  local name=$1 dir=$2 log total f s st
+  shift 2
+  log=$(mktemp)
+  (cd "$dir" && ctest --output-on-failure --timeout 300 -j "$(nproc)" "$@") 2>&1 | tee "$log"
+  st=${PIPESTATUS[0]}
+  total=$(grep -Eo 'tests passed, [0-9]+ tests failed out of [0-9]+' "$log" | grep -Eo '[0-9]+$' | tail -1)
+  f=$(grep -Eo '[0-9]+ tests failed out of' "$log" | grep -Eo '^[0-9]+' | tail -1)
+  s=$(grep -c '\*\*\*Skipped' "$log" || true)
+  rm -f "$log"
+  total=${total:-0}; f=${f:-0}
+  # ctest failing without a count (it could not start) counts as one failure.
+  if [[ $st -ne 0 && $f -eq 0 ]]; then f=1; fi
+  echo "$name: $((total - f - s)) passed, $f failed, $s skipped"
+  passed=$((passed + total - f - s)); failed=$((failed + f)); skipped=$((skipped + s))
+  [[ $st -eq 0 ]] || rc=1
+}
+
 "$root/scripts/setup.sh" || { echo "0 passed, 1 failed (setup/build failed)"; exit 1; }
-cd "$root/build" || exit 1
-log=$(mktemp)
-ctest --output-on-failure --timeout 300 -j "$(nproc)" "$@" 2>&1 | tee "$log"
-rc=${PIPESTATUS[0]}
-total=$(grep -Eo 'tests passed, [0-9]+ tests failed out of [0-9]+' "$log" | grep -Eo '[0-9]+$' | tail -1)
-failed=$(grep -Eo '[0-9]+ tests failed out of' "$log" | grep -Eo '^[0-9]+' | tail -1)
-skipped=$(grep -c '\*\*\*Skipped' "$log" || true)
-rm -f "$log"
-total=${total:-0}; failed=${failed:-0}
-echo "$((total - failed - skipped)) passed, ${failed} failed, ${skipped} skipped"
+run_stage "tests" "$root/build" "$@"
+
+if [[ ${PODNET_TEST_SANITIZERS:-1} != 0 ]]; then
+  if "$root/scripts/setup.sh" --no-install --build-dir "$root/build-san" --sanitize address,undefined; then
+    # LeakSanitizer stays on (the default); UBSan aborts on the first report (built with
+    # -fno-sanitize-recover) and prints where it came from.
+    ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1} UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1} \
+      run_stage "tests under ASan+UBSan" "$root/build-san" -E RdmaLab "$@"
+  else
+    echo "tests under ASan+UBSan: the sanitizer build failed"
+    failed=$((failed + 1)); rc=1
+  fi
+fi
+
+echo "$passed passed, $failed failed, $skipped skipped"
 exit "$rc"
