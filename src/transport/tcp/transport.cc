@@ -128,17 +128,25 @@ void TcpTransport::accept_ready(int listen_fd) {
     }
     char ip[INET_ADDRSTRLEN] = {};
     inet_ntop(AF_INET, &sa.sin_addr, ip, sizeof ip);
+    // Adopted before anyone else can see it: shutdown() fails every connection in live_ from
+    // another thread, and adopt() writes the fields fail() reads (ThreadSanitizer caught
+    // the two interleaved when the listed connection was adopted after it was listed).
     auto c = std::make_shared<Connection>(this, /*outgoing=*/false, -1);
+    if (Status st = c->adopt(fd, fmt::format("{}:{}", ip, ntohs(sa.sin_port))); !st.ok()) {
+      c->fail(st);
+      continue;
+    }
+    bool shut;
     {
       std::lock_guard lk(mu_);
-      if (shut_down_) {
-        close(fd);
-        return;
-      }
-      live_.push_back(c);
+      shut = shut_down_;
+      // Once adopted its events may already have failed it (and retired it): not listed then.
+      if (!shut && c->state() != Connection::State::kClosed) live_.push_back(c);
     }
-    Status st = c->adopt(fd, fmt::format("{}:{}", ip, ntohs(sa.sin_port)));
-    if (!st.ok()) c->fail(st);
+    if (shut) {
+      c->fail(Status::Cancelled("shutdown"), false);
+      return;
+    }
   }
 }
 
