@@ -220,8 +220,8 @@ Status allreduce_tree(Call& c, const void* send, void* recv, size_t count) {
 Status allreduce_one_shot(Call& c, const void* send, void* recv, size_t count) {
   const int n = c.size(), r = c.rank();
   const size_t bytes = count * c.esize();
-  std::byte* all = c.scratch(bytes * n, 0);  // null for an empty call: no memcpy then
-  if (bytes > 0) std::memcpy(all + r * bytes, send, bytes);
+  std::byte* all = c.scratch(bytes * n, 0);  // null for an empty call: copy_in then copies nothing
+  copy_in(send, all + r * bytes, bytes);
   // Small worlds keep the requests on the stack (this is the latency path).
   constexpr int kInline = 16;
   Request rr_inline[kInline], sr_inline[kInline];
