@@ -241,22 +241,37 @@ Status reduce_scatter_recursive_halving(Call& c, const void* send, void* recv, s
   const int n = c.size(), r = c.rank();
   if ((n & (n - 1)) != 0) return reduce_scatter_ring(c, send, recv, count, false);
   const size_t bytes = count * c.esize();
+  const std::byte* in = B(send);
+  if (n == 1) {
+    if (recv != send && bytes > 0) std::memmove(recv, send, bytes);
+    if (c.op() == ReduceOp::kAvg) coll::finalize_avg(c.dtype(), recv, count, n);
+    return {};
+  }
+  // The first round sends from the input and reduces the half it keeps from the input into
+  // `work`, the later ones work there; the last writes this rank's block straight to recv
+  // (in place, recv is the input's own block, which only the first round reads). No copy of
+  // the whole input first, none of the result at the end.
   std::byte* work = c.scratch(bytes * n, 0);
   std::byte* tmp = c.scratch(bytes * n / 2 + 1, 1);
-  if (bytes * n > 0) std::memcpy(work, send, bytes * n);
+  const bool direct = !overlaps(recv, bytes, send, bytes * n) || recv == in + r * bytes;
   int lo = 0, hi = n;
   uint32_t step = 0;
   for (int mask = n / 2; mask >= 1; mask /= 2, ++step) {
+    const bool first = mask == n / 2, last = mask == 1;
+    const std::byte* src = first ? in : work;
     int peer = r ^ mask, mid = (lo + hi) / 2;
     bool keep_low = (r & mask) == 0;
     int klo = keep_low ? lo : mid, glo = keep_low ? mid : lo;
-    PODNET_RETURN_IF_ERROR(c.sendrecv(peer, work + glo * bytes, mask * bytes, peer, tmp, mask * bytes, step));
-    if (peer < r) c.reduce3(work + klo * bytes, tmp, work + klo * bytes, count * mask);
-    else c.reduce(work + klo * bytes, tmp, count * mask);
+    PODNET_RETURN_IF_ERROR(c.sendrecv(peer, src + glo * bytes, mask * bytes, peer, tmp, mask * bytes, step));
+    // The last round keeps this rank's own block (klo == r).
+    std::byte* out = last && direct ? B(recv) : work + klo * bytes;
+    // The lower rank's partial sum first, on both sides of every exchange.
+    if (peer < r) c.reduce3(out, tmp, src + klo * bytes, count * mask);
+    else c.reduce3(out, src + klo * bytes, tmp, count * mask);
     lo = klo;
     hi = klo + mask;
   }
-  if (bytes > 0) std::memcpy(recv, work + r * bytes, bytes);
+  if (!direct && bytes > 0) std::memcpy(recv, work + r * bytes, bytes);
   if (c.op() == ReduceOp::kAvg) coll::finalize_avg(c.dtype(), recv, count, n);
   return {};
 }

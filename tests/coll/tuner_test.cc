@@ -107,6 +107,18 @@ TEST(Tuner, MoreRanksGatherPastBruckInOneRoundExceptOnSlowLinks) {
   }
 }
 
+TEST(Tuner, ReduceScatterHalvesSmallVectorsOnPowersOfTwo) {
+  // bytes: one rank's block; the rule is on the whole vector (n blocks).
+  EXPECT_EQ(choose_algorithm(Collective::kReduceScatter, 16 * K, 4), "recursive_halving");
+  EXPECT_EQ(choose_algorithm(Collective::kReduceScatter, 16 * K + 4, 4), "ring");
+  EXPECT_EQ(choose_algorithm(Collective::kReduceScatter, 8 * K, 8), "recursive_halving");
+  EXPECT_EQ(choose_algorithm(Collective::kReduceScatter, 16 * K, 8), "ring");
+  EXPECT_EQ(choose_algorithm(Collective::kReduceScatter, 4, 4), "recursive_halving");
+  // Not on 2 ranks (one exchange either way) nor where n is not a power of two.
+  EXPECT_EQ(choose_algorithm(Collective::kReduceScatter, 4, 2), "ring");
+  EXPECT_EQ(choose_algorithm(Collective::kReduceScatter, 4, 6), "ring");
+}
+
 TEST(Tuner, OtherCollectivesKeepTheLoopbackChoicesOnSlowLinks) {
   for (Collective c : {Collective::kReduceScatter, Collective::kAlltoall})
     for (size_t bytes : {size_t{8}, 4 * K, 256 * K, 16 * K * K})
