@@ -15,6 +15,15 @@
 #include <vector>
 #include <string>
 static double now(){timespec t;clock_gettime(CLOCK_MONOTONIC,&t);return t.tv_sec*1e6+t.tv_nsec/1e3;}
+#include <immintrin.h>
+__attribute__((target("avx2"))) static void ntcopy(char* d,const char* s,size_t n){
+  size_t i=0; while(((uintptr_t)(d+i)&31) && i<n){d[i]=s[i];i++;}
+  for(;i+128<=n;i+=128){
+    __m256i a=_mm256_loadu_si256((const __m256i*)(s+i)),b=_mm256_loadu_si256((const __m256i*)(s+i+32)),c=_mm256_loadu_si256((const __m256i*)(s+i+64)),e=_mm256_loadu_si256((const __m256i*)(s+i+96));
+    _mm256_stream_si256((__m256i*)(d+i),a);_mm256_stream_si256((__m256i*)(d+i+32),b);_mm256_stream_si256((__m256i*)(d+i+64),c);_mm256_stream_si256((__m256i*)(d+i+96),e);}
+  for(;i<n;i++) d[i]=s[i];
+  _mm_sfence();
+}
 int main(int argc,char**argv){
   int N=atoi(argv[1]); size_t B=strtoull(argv[2],0,0); int IT=atoi(argv[3]); std::string cc=argv[4]; int mode=atoi(argv[5]);
   int base=20000+(getpid()%4000)*8;
@@ -33,12 +42,14 @@ int main(int argc,char**argv){
       t0=now();}
     size_t Bi = (getenv("ALT") && (it&1)==0) ? B/16 : B;
     if(getenv("SW")){ const char* c = Bi < B ? "bbr" : "reno"; for(int p=0;p<N;p++) if(p!=me) setsockopt(fd[p],IPPROTO_TCP,TCP_CONGESTION,c,strlen(c)); }
-    std::vector<size_t> so(N,0), ro(N,0); so[me]=ro[me]=Bi; memcpy(&rb[me*B],&sb[me*B],Bi);
+    std::vector<size_t> so(N,0), ro(N,0); so[me]=ro[me]=Bi; static std::vector<char> scr(N*B); const char* sbase=&sb[0];
+    if(getenv("IPSTYLE")){ for(int p=0;p<N;p++) if(p!=me) memcpy(&scr[p*B],&rb[p*B],Bi); sbase=scr.data(); }
+    else if(getenv("NT")) ntcopy(&rb[me*B],&sb[me*B],Bi); else if(!getenv("NOCOPY")) memcpy(&rb[me*B],&sb[me*B],Bi);
     int left=2*(N-1);
     while(left>0){
       bool prog=false;
       for(int k=1;k<N;k++){int p=(me+k)%N;
-        if(so[p]<Bi){size_t cap=getenv("CAP")?strtoull(getenv("CAP"),0,0):B; size_t len=Bi-so[p]<cap?Bi-so[p]:cap; ssize_t w=send(fd[p],&sb[p*B]+so[p],len,MSG_DONTWAIT|MSG_NOSIGNAL); if(w>0){so[p]+=w;prog=true;if(so[p]==Bi)left--;}}
+        if(so[p]<Bi){size_t cap=getenv("CAP")?strtoull(getenv("CAP"),0,0):B; size_t len=Bi-so[p]<cap?Bi-so[p]:cap; ssize_t w=send(fd[p],sbase+p*B+so[p],len,MSG_DONTWAIT|MSG_NOSIGNAL); if(w>0){so[p]+=w;prog=true;if(so[p]==Bi)left--;}}
       }
       for(int k=1;k<N;k++){int p=(me-k+N)%N;
         if(ro[p]<Bi){ssize_t w=recv(fd[p],&rb[p*B]+ro[p],Bi-ro[p],MSG_DONTWAIT); if(w>0){ro[p]+=w;prog=true;if(ro[p]==Bi)left--;}}
