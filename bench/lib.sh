@@ -63,13 +63,13 @@ build_coll_anchors() {
   fi
 }
 
-# pin_to INDEX COUNT: prints "taskset -c CPU" for process INDEX of COUNT when there are at
-# least COUNT CPUs this script may use: the placement `podnet run` gives rank INDEX (the
-# INDEX-th usable CPU), so that an anchor runs on the same CPUs as podnet. Prints nothing
-# otherwise (then neither is bound).
+# pin_to INDEX COUNT: prints "taskset -c CPU" for process INDEX of COUNT: the placement
+# `podnet run` gives rank INDEX (the INDEX-th usable CPU; with fewer usable CPUs C than COUNT,
+# CPU INDEX*C/COUNT, consecutive ranks sharing one), so that an anchor runs on the same CPUs
+# as podnet. Prints nothing without taskset.
 pin_to() {
   local cpu
-  cpu=$(python3 -c 'import os, sys; c = sorted(os.sched_getaffinity(0)); i, n = int(sys.argv[1]), int(sys.argv[2]); print(c[i] if n <= len(c) else "")' "$1" "$2")
+  cpu=$(python3 -c 'import os, sys; c = sorted(os.sched_getaffinity(0)); i, n = int(sys.argv[1]), int(sys.argv[2]); print(c[i] if n <= len(c) else c[i * len(c) // n])' "$1" "$2")
   [[ -n "$cpu" ]] && command -v taskset >/dev/null && echo "taskset -c $cpu"
   return 0
 }

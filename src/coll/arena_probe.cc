@@ -23,6 +23,7 @@
 // between two CPUs).
 #include <sched.h>
 #include <sys/uio.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -69,12 +70,18 @@ class BindFor {
   bool bound_ = false;
 };
 
-// The first CPU this thread may run on other than `not_this`; -1 if none.
+// The first CPU this thread may run on other than `not_this`; failing that, the first other
+// online CPU (`podnet run` binds consecutive ranks to one CPU when there are more ranks than
+// CPUs: ranks 0 and 1 then share one, and the probe would time a hand-over within a CPU);
+// -1 if none.
 int allowed_cpu(int not_this) {
   cpu_set_t s;
   if (sched_getaffinity(0, sizeof s, &s) != 0) return -1;
   for (int c = 0; c < CPU_SETSIZE; ++c)
     if (CPU_ISSET(c, &s) && c != not_this) return c;
+  const long online = sysconf(_SC_NPROCESSORS_ONLN);
+  for (int c = 0; c < online && c < CPU_SETSIZE; ++c)
+    if (c != not_this) return c;
   return -1;
 }
 

@@ -225,6 +225,33 @@ TEST(Run, RanksAreBoundToOneCpuEachUnlessTold) {
       << "without software RDMA devices auto binds verbs ranks too";
 }
 
+// More ranks than usable CPUs: consecutive ranks share a CPU in equal blocks (rank i on usable
+// CPU i * C / N), so that the placement does not change from run to run; none leaves them
+// unbound.
+TEST(Run, OversubscribedRanksShareCpusInBlocks) {
+  cpu_set_t allowed;
+  ASSERT_EQ(sched_getaffinity(0, sizeof allowed, &allowed), 0);
+  std::vector<int> usable;
+  for (int c = 0; c < CPU_SETSIZE; ++c)
+    if (CPU_ISSET(c, &allowed)) usable.push_back(c);
+  const int nc = static_cast<int>(usable.size()), n = 2 * nc + 1;
+  if (n > 64) GTEST_SKIP() << nc << " usable CPUs: " << n << " ranks are more than this test starts";
+  const std::string show = "grep Cpus_allowed_list /proc/self/status | cut -f2";
+  Outcome o = podnet({"run", "-n", std::to_string(n), "--", "sh", "-c", show});
+  ASSERT_EQ(o.exit_code, 0) << describe(o);
+  std::vector<std::string> want;
+  for (int i = 0; i < n; ++i)
+    want.push_back("[" + std::to_string(i) + "] " + std::to_string(usable[static_cast<size_t>(i * nc / n)]));
+  std::sort(want.begin(), want.end());
+  EXPECT_EQ(sorted_lines(o.out), want);
+  Outcome none = podnet({"run", "-n", std::to_string(n), "--bind-to", "none", "--", "sh", "-c", show});
+  ASSERT_EQ(none.exit_code, 0) << describe(none);
+  if (nc > 1) {
+    for (const std::string& line : sorted_lines(none.out))
+      EXPECT_NE(line.find_first_of(",-"), std::string::npos) << "--bind-to none bound a rank: " << line;
+  }
+}
+
 TEST(Run, EnvCannotOverrideRankVariables) {
   Outcome o = podnet({"run", "-n", "1", "--env", "PODNET_RANK=7", "--", "true"});
   EXPECT_EQ(o.exit_code, 1) << describe(o);

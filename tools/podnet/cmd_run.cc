@@ -25,8 +25,10 @@ Every rank gets the launcher's environment, then the --env variables, then:
   PODNET_IFNAME=lo              only when not set already: local ranks talk over loopback
 
 Rank i is bound to the i-th CPU the launcher may use when there are at least N of them (as
-mpirun binds small jobs): ranks that wait for each other never share a CPU by accident.
---bind-to none leaves placement to the scheduler; with fewer CPUs than ranks nothing is bound.
+mpirun binds small jobs): ranks that wait for each other never share a CPU by accident. With
+fewer CPUs (C) than ranks, rank i is bound to CPU i*C/N: consecutive ranks share a CPU in
+equal blocks, the same placement every run (not in a lab: lab ranks stay unbound then).
+--bind-to none leaves placement to the scheduler.
 The default, auto, is core except with PODNET_TRANSPORT=verbs when every RDMA device is a
 software one (rdma_rxe, siw): its protocol work runs on the ranks' CPUs, and bound ranks
 cannot move away from it (docs/verbs.md).
@@ -89,7 +91,8 @@ void add_run_command(CLI::App& app) {
       ->default_val(0)
       ->check(CLI::NonNegativeNumber);
   run->add_option("--bind-to", options->bind_to,
-                  "core: bind rank i to the i-th CPU this launcher may use (when there are at least N); "
+                  "core: bind rank i to the i-th CPU this launcher may use (with C < N CPUs: to CPU i*C/N, "
+                  "consecutive ranks sharing one; not lab ranks); "
                   "none: leave placement to the scheduler; auto: core, except none for PODNET_TRANSPORT=verbs "
                   "over a software RDMA device (rxe, siw)")
       ->type_name("auto|core|none")
