@@ -559,7 +559,7 @@ int Job::run() {
   // CPU take turns at every message. Lab ranks share this machine's CPUs too.
   // With more ranks than CPUs (not in a lab), consecutive ranks share a CPU in equal blocks
   // (4 ranks on 2 CPUs: 0 0 1 1): where the scheduler placed them, the placement changed
-  // from run to run and with it the time of a call by up to 1.7x (4 ranks on 2 CPUs over tcp,
+  // from run to run and with it the time of a call by up to 1.9x (4 ranks on 2 CPUs over tcp,
   // each placement pinned, two rounds: 8-512 B broadcast 4.1-4.9 us in blocks, 4.7-5.2 as
   // 0 1 1 0, 6.2-7.7 as 0 1 0 1, the scheduler's choice in a third of the runs; allgather
   // 8 B-4 KiB 17.6-20.0 against 21.1-24.7 unbound; docs/cli.md).
@@ -573,9 +573,9 @@ int Job::run() {
                   cpus.size());
       cpus.clear();
     } else if (static_cast<int>(cpus.size()) < options_.nranks) {
-      PODNET_INFO(kTool, "podnet run: {} ranks on {} CPUs: consecutive ranks share a CPU ({} or {} each)",
-                  options_.nranks, cpus.size(), options_.nranks / static_cast<int>(cpus.size()),
-                  (options_.nranks + static_cast<int>(cpus.size()) - 1) / static_cast<int>(cpus.size()));
+      const int nc = static_cast<int>(cpus.size()), lo = options_.nranks / nc, hi = (options_.nranks + nc - 1) / nc;
+      PODNET_INFO(kTool, "podnet run: {} ranks on {} CPUs: consecutive ranks share a CPU ({} each)", options_.nranks,
+                  nc, lo == hi ? std::to_string(lo) : fmt::format("{} or {}", lo, hi));
     }
     if (!cpus.empty() && options_.bind_to == "auto" &&
         std::find(base.begin(), base.end(), "PODNET_TRANSPORT=verbs") != base.end()) {
