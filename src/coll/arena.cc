@@ -272,7 +272,8 @@ Result<std::unique_ptr<Arena>> Arena::establish(Call& c, size_t slot_bytes, bool
   a->slot_bytes_ = slot_bytes;
   a->stride_ = round_up(64 + slot_bytes, kLine);
   // More ranks than the host has CPUs. Not this process's affinity: `podnet run` binds each
-  // rank to one CPU of its own, which is the opposite of oversubscribed.
+  // rank to one CPU (its own while there are enough, else shared with its neighbours), which
+  // says nothing about how many ranks the host runs.
   a->oversubscribed_ = n > std::max(1L, sysconf(_SC_NPROCESSORS_ONLN));
   a->per_rank_ = kSlots * a->stride_ + (kBuffers - kSlots) * kSmallStride;
   a->lines_off_ = round_up(kHeaderPage + n * (sizeof(Ctl) + sizeof(Wake)), kLinePage);
