@@ -102,13 +102,21 @@ Request Call::irecv(int peer, void* buf, size_t bytes, uint32_t step) {
   return comm_.peer(peer).recv(buf, bytes, tag(step), ~kSigMask);
 }
 
+// The deadline of a wait whose first slice (kSlice) just ran out: the communicator's timeout
+// from when the wait began.
+int64_t Call::slice_deadline() const {
+  return now_ns() - std::chrono::duration_cast<std::chrono::nanoseconds>(kSlice).count() +
+         std::chrono::duration_cast<std::chrono::nanoseconds>(comm_.timeout()).count();
+}
+
 Status Call::wait_recv(Request& r, int peer, size_t expected) {
-  int64_t deadline = now_ns() + std::chrono::duration_cast<std::chrono::nanoseconds>(comm_.timeout()).count();
+  int64_t deadline = 0;  // set after the first slice: most waits end within it
   Status st;
   for (;;) {
     st = r.wait(kSlice);
     if (st.code() != Code::kTimeout) break;
     if (Status a = comm_.check_remote_abort(info()); !a.ok()) return fail(a);
+    if (deadline == 0) deadline = slice_deadline();
     if (now_ns() > deadline)
       return explain_timeout(Status::Timeout("waited {} ms for rank {}: it has not reached this call (hung, slower, "
                                              "or called something else)",
@@ -138,11 +146,12 @@ Status Call::wait_recv(Request& r, int peer, size_t expected) {
 }
 
 Status Call::wait_send(Request& r, int peer) {
-  int64_t deadline = now_ns() + std::chrono::duration_cast<std::chrono::nanoseconds>(comm_.timeout()).count();
+  int64_t deadline = 0;  // set after the first slice: most waits end within it
   for (;;) {
     Status st = r.wait(kSlice);
     if (st.code() != Code::kTimeout) return st.ok() ? st : fail(st);
     if (Status a = comm_.check_remote_abort(info()); !a.ok()) return fail(a);
+    if (deadline == 0) deadline = slice_deadline();
     if (now_ns() > deadline)
       return explain_timeout(
           Status::Timeout("sending to rank {} did not complete within {} ms", peer, comm_.timeout().count()));

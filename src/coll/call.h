@@ -81,6 +81,7 @@ class Call {
   static void cancel_all(CommImpl& comm);
 
  private:
+  int64_t slice_deadline() const;
   uint64_t tag(uint32_t step) const;
   uint64_t signature() const;
   std::string describe_signature(uint64_t sig) const;

@@ -234,7 +234,7 @@ void Connection::post(const FrameHeader& h, const void* payload, size_t len,
     const bool failed = w < 0 && err != EAGAIN && err != EWOULDBLOCK;
     const size_t sent = w > 0 ? static_cast<size_t>(w) : 0;
     if (!failed && sent == kHeaderSize + len) {
-      last_tx_ns_.store(now_ns(), std::memory_order_relaxed);
+      last_tx_ns_.store(now_coarse_ns(), std::memory_order_relaxed);
       if (part) {
         tx_mu_.unlock();  // completing may run callbacks that post on this connection
         part->part_done(Status::Ok());
@@ -260,7 +260,7 @@ void Connection::post(const FrameHeader& h, const void* payload, size_t len,
       tx_mu_.lock();
       return;
     }
-    last_tx_ns_.store(now_ns(), std::memory_order_relaxed);
+    last_tx_ns_.store(now_coarse_ns(), std::memory_order_relaxed);
     set_want_out(true);  // the socket is full: EPOLLOUT resumes the rest
     return;
   }
@@ -360,7 +360,7 @@ void Connection::flush() {
       return;
     }
     uint32_t zc_id = zc ? zc_next_++ : 0;
-    last_tx_ns_.store(now_ns(), std::memory_order_relaxed);
+    last_tx_ns_.store(now_coarse_ns(), std::memory_order_relaxed);
     size_t left = static_cast<size_t>(w);
     while (left > 0 && !txq_.empty()) {
       TxItem& t = *txq_.front();
@@ -520,7 +520,7 @@ void Connection::read_ready() {
       }
     }
     if (r > 0) {
-      last_rx_ns_.store(now_ns(), std::memory_order_relaxed);
+      last_rx_ns_.store(now_coarse_ns(), std::memory_order_relaxed);
       continue;
     }
     if (r == 0) {
