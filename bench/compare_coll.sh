@@ -215,9 +215,7 @@ if [[ $transport == tcp ]]; then
   # the bandwidth (docs/performance.md).
   echo "# TCP congestion control: $(tcp_congestion "Open MPI, Gloo")"
 fi
-# Placement: podnet run binds rank i to a CPU (consecutive ranks share one in equal blocks when
-# there are more ranks than CPUs), Gloo's ranks are pinned the same way (pin_to), Open MPI's
-# are left to the scheduler (mpirun --bind-to none: with more ranks than cores it binds none).
+# mpirun --bind-to none: with more ranks than cores mpirun binds none itself.
 echo "# placement: podnet run's (rank i on usable CPU i, or i*C/N with C < N CPUs), Gloo pinned alike," \
   "Open MPI unbound (mpirun --bind-to none)"
 echo "# ranks: $ranks_list; sizes 8 B .. $max B; iters $small_iters (warm-up $small_warmup) up to 8 KiB," \

@@ -237,16 +237,12 @@ Status reduce_scatter_ring(Call& c, const void* send, void* recv, size_t count, 
 }
 
 Status reduce_scatter_recursive_halving(Call& c, const void* send, void* recv, size_t count) {
-  // Power-of-two groups halve the range each round; other sizes use the ring.
+  // Power-of-two groups halve the range each round; other sizes (and one rank: a copy) use
+  // the ring.
   const int n = c.size(), r = c.rank();
-  if ((n & (n - 1)) != 0) return reduce_scatter_ring(c, send, recv, count, false);
+  if (n == 1 || (n & (n - 1)) != 0) return reduce_scatter_ring(c, send, recv, count, false);
   const size_t bytes = count * c.esize();
   const std::byte* in = B(send);
-  if (n == 1) {
-    if (recv != send && bytes > 0) std::memmove(recv, send, bytes);
-    if (c.op() == ReduceOp::kAvg) coll::finalize_avg(c.dtype(), recv, count, n);
-    return {};
-  }
   // The first round sends from the input and reduces the half it keeps from the input into
   // `work`, the later ones work there; the last writes this rank's block straight to recv
   // (in place, recv is the input's own block, which only the first round reads). No copy of

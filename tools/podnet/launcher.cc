@@ -568,14 +568,11 @@ int Job::run() {
   if (options_.bind_to != "none" && sched_getaffinity(0, sizeof allowed, &allowed) == 0) {
     for (int c = 0; c < CPU_SETSIZE; ++c)
       if (CPU_ISSET(c, &allowed)) cpus.push_back(c);
-    if (static_cast<int>(cpus.size()) < options_.nranks && lab_) {
+    const bool shared = static_cast<int>(cpus.size()) < options_.nranks;
+    if (shared && lab_) {
       PODNET_INFO(kTool, "podnet run: {} lab ranks on {} CPUs: not binding ranks to cores", options_.nranks,
                   cpus.size());
       cpus.clear();
-    } else if (static_cast<int>(cpus.size()) < options_.nranks) {
-      const int nc = static_cast<int>(cpus.size()), lo = options_.nranks / nc, hi = (options_.nranks + nc - 1) / nc;
-      PODNET_INFO(kTool, "podnet run: {} ranks on {} CPUs: consecutive ranks share a CPU ({} each)", options_.nranks,
-                  nc, lo == hi ? std::to_string(lo) : fmt::format("{} or {}", lo, hi));
     }
     if (!cpus.empty() && options_.bind_to == "auto" &&
         std::find(base.begin(), base.end(), "PODNET_TRANSPORT=verbs") != base.end()) {
@@ -586,13 +583,18 @@ int Job::run() {
         cpus.clear();
       }
     }
+    if (shared && !cpus.empty()) {
+      const int nc = static_cast<int>(cpus.size()), lo = options_.nranks / nc, hi = (options_.nranks + nc - 1) / nc;
+      PODNET_INFO(kTool, "podnet run: {} ranks on {} CPUs: consecutive ranks share a CPU ({} each)", options_.nranks,
+                  nc, lo == hi ? std::to_string(lo) : fmt::format("{} or {}", lo, hi));
+    }
   }
   for (int i = 0; i < options_.nranks; ++i) {
     Rank& r = ranks_[static_cast<size_t>(i)];
     r.index = i;
-    if (!cpus.empty()) {
-      const size_t nc = cpus.size(), nr = static_cast<size_t>(options_.nranks), k = static_cast<size_t>(i);
-      r.cpu = cpus[nc >= nr ? k : k * nc / nr];
+    if (!cpus.empty()) {  // the i-th CPU, or with fewer CPUs than ranks CPU i*C/N
+      const size_t nr = static_cast<size_t>(options_.nranks);
+      r.cpu = cpus[static_cast<size_t>(i) * std::min(cpus.size(), nr) / nr];
     }
     r.prefix = options_.prefix ? fmt::format("[{}] ", i) : "";
     r.env = base;
