@@ -1,7 +1,7 @@
 // A vector whose first N elements live inside the object: no allocation for the handful of
 // completions a poll or a post collects (a std::vector there cost a malloc and a free per
 // message, ~180 instructions of ~1000 in a verbs send, callgrind in the soft-RoCE VM).
-// Only what the completion lists need: emplace_back, for_each, clear.
+// Only what its users need: emplace_back, indexing, for_each, clear.
 #pragma once
 
 #include <algorithm>
@@ -32,6 +32,7 @@ class SmallVector {
     return r;
   }
   size_t size() const noexcept { return n_; }
+  T& operator[](size_t i) noexcept { return i < N ? *at(i) : more_[i - N]; }
   bool empty() const noexcept { return n_ == 0; }
   // Calls fn(element&) in insertion order.
   template <typename F>

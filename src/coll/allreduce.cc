@@ -4,6 +4,7 @@
 #include <cstring>
 #include <vector>
 
+#include "base/small_vector.h"
 #include "coll/algorithms.h"
 #include "coll/reduce_kernels.h"
 
@@ -222,20 +223,12 @@ Status allreduce_one_shot(Call& c, const void* send, void* recv, size_t count) {
   const size_t bytes = count * c.esize();
   std::byte* all = c.scratch(bytes * n, 0);  // null for an empty call: copy_in then copies nothing
   copy_in(send, all + r * bytes, bytes);
-  // Small worlds keep the requests on the stack (this is the latency path).
-  constexpr int kInline = 16;
-  Request rr_inline[kInline], sr_inline[kInline];
-  std::vector<Request> rr_heap, sr_heap;
-  if (n > kInline) {
-    rr_heap.resize(n);
-    sr_heap.resize(n);
-  }
-  Request* rr = n > kInline ? rr_heap.data() : rr_inline;
-  Request* sr = n > kInline ? sr_heap.data() : sr_inline;
-  for (int p = 0; p < n; ++p)
-    if (p != r) rr[p] = c.irecv(p, all + p * bytes, bytes, 0);
-  for (int p = 0; p < n; ++p)
-    if (p != r) sr[p] = c.isend(p, all + r * bytes, bytes, 0);
+  // Small worlds keep the requests on the stack (this is the latency path), and only the n
+  // that are used are constructed: 32 empty ones built and torn down were ~450 instructions
+  // of ~3,600 per 2-rank call (callgrind).
+  SmallVector<Request, 16> rr, sr;
+  for (int p = 0; p < n; ++p) rr.emplace_back(p != r ? c.irecv(p, all + p * bytes, bytes, 0) : Request());
+  for (int p = 0; p < n; ++p) sr.emplace_back(p != r ? c.isend(p, all + r * bytes, bytes, 0) : Request());
   for (int p = 0; p < n; ++p)
     if (p != r) PODNET_RETURN_IF_ERROR(c.wait_recv(rr[p], p, bytes));
   for (int p = 0; p < n; ++p)

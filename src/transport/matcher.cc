@@ -64,13 +64,20 @@ void Payload::release() {
 }
 
 std::optional<PostedRecv> TagMatcher::take_posted(uint64_t tag) {
-  for (auto it = posted_.begin(); it != posted_.end(); ++it) {
-    if (it->matches(tag)) {
-      PostedRecv r = std::move(*it);
-      if (it == posted_.begin()) posted_.pop_front();  // the common case: no shuffling
-      else posted_.erase(it);
-      return r;
+  const size_t n = posted_.size();
+  for (size_t i = 0; i < n; ++i) {
+    if (!posted_[i].matches(tag)) continue;
+    PostedRecv r = std::move(posted_[i]);
+    if (i <= 2) {
+      // The common cases: the front, or just behind a standing receive or two (a
+      // communicator's abort listener sits at the front for its whole life). Shifting those
+      // by hand cost ~40 instructions per message against deque::erase's ~180.
+      for (size_t j = i; j > 0; --j) posted_[j] = std::move(posted_[j - 1]);
+      posted_.pop_front();
+    } else {
+      posted_.erase(posted_.begin() + static_cast<std::ptrdiff_t>(i));
     }
+    return r;
   }
   return std::nullopt;
 }
@@ -98,7 +105,7 @@ std::optional<PostedRecv> TagMatcher::finish_unexpected(UnexpectedMsg& msg) {
   return r;
 }
 
-std::shared_ptr<UnexpectedMsg> TagMatcher::post(PostedRecv recv) {
+std::shared_ptr<UnexpectedMsg> TagMatcher::post(PostedRecv& recv) {
   std::unique_lock lk(mu_);
   for (auto it = unexpected_.begin(); it != unexpected_.end(); ++it) {
     UnexpectedMsg& m = **it;

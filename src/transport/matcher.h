@@ -86,8 +86,9 @@ class TagMatcher {
   // User posts a receive: returns a matching unexpected message (removed from the queue) or
   // nullptr after queueing the receive. If the message is still arriving, the receive is
   // attached to it and nullptr is returned. After fail(), a receive with no queued message
-  // completes with the failure.
-  std::shared_ptr<UnexpectedMsg> post(PostedRecv recv);
+  // completes with the failure. `recv` is moved from when it is queued or attached, and left
+  // as it was when a message is returned (no reference-count traffic on the common path).
+  std::shared_ptr<UnexpectedMsg> post(PostedRecv& recv);
 
   // Notifications (write_notify immediates).
   // An immediate arrived: returns the posted request it belongs to, its imm() set, for the

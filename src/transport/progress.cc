@@ -285,13 +285,14 @@ void ProgressEngine::drive() {
   spin_turn(t_drive_turns++, crowded_.load(std::memory_order_relaxed));
 }
 
-Status ProgressEngine::wait(RequestState& req, int64_t deadline_ns) {
+Status ProgressEngine::wait(RequestState& req, int64_t timeout_ns) {
   flush_deferred();
   if (req.done()) return req.status();
   fg_waiters_.fetch_add(1, std::memory_order_acq_rel);
   if (bg_polling_.load(std::memory_order_acquire)) wake();  // get the background thread out of epoll
   const int64_t start = now_ns();
   int64_t now = start;
+  const int64_t deadline_ns = timeout_ns < 0 || timeout_ns > INT64_MAX - start ? INT64_MAX : start + timeout_ns;
   const bool crowded = crowded_.load(std::memory_order_relaxed);
   const int long_waits = long_waits_.load(std::memory_order_relaxed);
   const int spin_us = crowded && long_waits >= kLongWaitsToShorten ? std::min(options_.spin_us, options_.spin_long_us)

@@ -139,8 +139,9 @@ class ProgressEngine {
   // more), and a background thread that spun after each acknowledgement of a write stream
   // took a third of a CPU from the two copying threads on a 2-core host (docs/performance.md).
   static void note_served() noexcept;
-  // Drives progress until the request completes or the deadline (CLOCK_MONOTONIC ns) passes.
-  Status wait(RequestState& request, int64_t deadline_ns);
+  // Drives progress until the request completes or timeout_ns passes (< 0: no limit). The
+  // timeout is relative so that the wait's one clock read serves as its start and deadline.
+  Status wait(RequestState& request, int64_t timeout_ns);
   // An application thread found a one-sided request already complete (Request::wait returned
   // at once): it is driving this engine between its posts, so the background thread stays
   // parked as after a wait (kParkGraceNs) instead of waking for every acknowledgement and

@@ -1,6 +1,5 @@
 #include <podnet/xfer.h>
 
-#include "base/clock.h"
 #include "transport/progress.h"
 #include "transport/request.h"
 
@@ -21,9 +20,7 @@ Status Request::wait(std::chrono::nanoseconds timeout) {
     if (detail::ProgressEngine* e = state_->engine(); e != nullptr && state_->one_sided()) e->note_active();
     return state_->status();
   }
-  int64_t deadline = now_ns() + timeout.count();
-  if (timeout.count() < 0 || deadline < 0) deadline = INT64_MAX;
-  return state_->engine()->wait(*state_, deadline);
+  return state_->engine()->wait(*state_, timeout.count());
 }
 
 Status Request::status() const {

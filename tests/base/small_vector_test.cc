@@ -1,4 +1,4 @@
-// SmallVector: insertion order across the inline part and the overflow, and every element
+// SmallVector: insertion order and indexing across the inline part and the overflow, and every element
 // destroyed exactly once (by clear() or the destructor).
 #include "base/small_vector.h"
 
@@ -28,6 +28,7 @@ TEST(SmallVector, KeepsOrderPastTheInlinePartAndDestroysEachElementOnce) {
     std::vector<std::string> seen;
     v.for_each([&](Counted& c) { seen.push_back(c.name); });
     EXPECT_EQ(seen, (std::vector<std::string>{"e0", "e1", "e2", "e3", "e4"}));
+    for (size_t i = 0; i < v.size(); ++i) EXPECT_EQ(v[i].name, "e" + std::to_string(i)) << "index " << i;
     v.clear();
     EXPECT_TRUE(v.empty());
     EXPECT_EQ(*alive, 0);

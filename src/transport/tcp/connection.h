@@ -72,9 +72,10 @@ class Connection : public detail::EventHandler, public std::enable_shared_from_t
   TcpEndpoint* endpoint() const { return endpoint_.load(std::memory_order_acquire); }
 
   // Queues a frame and tries to send right away. `payload` must stay valid until the frame
-  // is written (reported through `part` when given).
+  // is written (reported through `part` when given; a reference, copied only when the frame
+  // has to wait in the queue: most small frames leave at once).
   void post(const FrameHeader& h, const void* payload, size_t len,
-            std::shared_ptr<detail::RequestState> part = nullptr, std::shared_ptr<void> hold = nullptr);
+            const std::shared_ptr<detail::RequestState>& part = nullptr, std::shared_ptr<void> hold = nullptr);
   void post_text(FrameHeader h, std::string text);  // payload owned by the queue
   // Queues a payload-less frame without sending it: it leaves with the next frame posted
   // here, or when the engine flushes deferred output (TcpTransport::defer).
