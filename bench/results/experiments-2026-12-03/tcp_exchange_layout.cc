@@ -2,6 +2,7 @@
 // TWO=1: a separate connection per direction (podnet's layout); else one connection both ways.
 // HDR=1: a 64-byte header before each payload and the receiver reads it with a 64K recv first.
 // ONEWAY=1: only process 0 sends (a 2-rank broadcast's root), back to back, no reply.
+// WORK=K: K turns of a volatile busy loop per iteration on both sides (user work on the path).
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -19,7 +20,7 @@ static int lsn(int port){int s=socket(AF_INET,SOCK_STREAM,0);int one=1;setsockop
 static int con(int port){int s=socket(AF_INET,SOCK_STREAM,0);sockaddr_in a{};a.sin_family=AF_INET;a.sin_addr.s_addr=htonl(0x7f000001);a.sin_port=htons(port);while(connect(s,(sockaddr*)&a,sizeof a)){close(s);usleep(1000);s=socket(AF_INET,SOCK_STREAM,0);}return s;}
 static void prep(int s){int one=1;setsockopt(s,IPPROTO_TCP,TCP_NODELAY,&one,4);setsockopt(s,IPPROTO_TCP,TCP_CONGESTION,"reno",4);fcntl(s,F_SETFL,O_NONBLOCK);}
 int main(int argc,char**argv){
-  size_t B=strtoull(argv[1],0,0); int IT=atoi(argv[2]); bool two=getenv("TWO"); bool hdr=getenv("HDR"); bool oneway=getenv("ONEWAY");
+  size_t B=strtoull(argv[1],0,0); int IT=atoi(argv[2]); bool two=getenv("TWO"); bool hdr=getenv("HDR"); bool oneway=getenv("ONEWAY"); int work=getenv("WORK")?atoi(getenv("WORK")):0;
   int port=20000+getpid()%20000;
   int l0=lsn(port), l1=lsn(port+1);
   pid_t c=fork(); int me=c==0?1:0;
@@ -31,6 +32,7 @@ int main(int argc,char**argv){
   double t0=0;
   for(int it=-20;it<IT;it++){
     if(it==0)t0=now();
+    { volatile int x=0; for(int k=0;k<work;k++) x+=k; }
     size_t so=(oneway&&me==1)?B+(hdr?64:0):0, ro=(oneway&&me==0)?B:0, tot=B+(hdr?64:0), rxh=0; // rxh: header bytes received
     struct iovec iov[2]; 
     while(so<tot||ro<B){
