@@ -3,11 +3,14 @@
 // HDR=1: a 64-byte header before each payload and the receiver reads it with a 64K recv first.
 // ONEWAY=1: only process 0 sends (a 2-rank broadcast's root), back to back, no reply.
 // WORK=K: K turns of a volatile busy loop per iteration on both sides (user work on the path).
+// POLL=1: poll() with timeout 0 before each recv; PAUSE=K: K pause instructions after a recv that
+// found nothing. These three were used on the exchange only, not with ONEWAY.
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
+#include <poll.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <chrono>
@@ -20,7 +23,7 @@ static int lsn(int port){int s=socket(AF_INET,SOCK_STREAM,0);int one=1;setsockop
 static int con(int port){int s=socket(AF_INET,SOCK_STREAM,0);sockaddr_in a{};a.sin_family=AF_INET;a.sin_addr.s_addr=htonl(0x7f000001);a.sin_port=htons(port);while(connect(s,(sockaddr*)&a,sizeof a)){close(s);usleep(1000);s=socket(AF_INET,SOCK_STREAM,0);}return s;}
 static void prep(int s){int one=1;setsockopt(s,IPPROTO_TCP,TCP_NODELAY,&one,4);setsockopt(s,IPPROTO_TCP,TCP_CONGESTION,"reno",4);fcntl(s,F_SETFL,O_NONBLOCK);}
 int main(int argc,char**argv){
-  size_t B=strtoull(argv[1],0,0); int IT=atoi(argv[2]); bool two=getenv("TWO"); bool hdr=getenv("HDR"); bool oneway=getenv("ONEWAY"); int work=getenv("WORK")?atoi(getenv("WORK")):0;
+  size_t B=strtoull(argv[1],0,0); int IT=atoi(argv[2]); bool two=getenv("TWO"); bool hdr=getenv("HDR"); bool oneway=getenv("ONEWAY"); bool usepoll=getenv("POLL"); int work=getenv("WORK")?atoi(getenv("WORK")):0; int pause_=getenv("PAUSE")?atoi(getenv("PAUSE")):0;
   int port=20000+getpid()%20000;
   int l0=lsn(port), l1=lsn(port+1);
   pid_t c=fork(); int me=c==0?1:0;
@@ -40,9 +43,11 @@ int main(int argc,char**argv){
         if(hdr){ if(so<64){iov[0]={sb.data()+so,64-so};iov[1]={sb.data()+64,B};msghdr m{};m.msg_iov=iov;m.msg_iovlen=2;w=sendmsg(sfd,&m,MSG_DONTWAIT|MSG_NOSIGNAL);} else w=send(sfd,sb.data()+so,tot-so,MSG_DONTWAIT|MSG_NOSIGNAL);}
         else w=send(sfd,sb.data()+so,tot-so,MSG_DONTWAIT|MSG_NOSIGNAL);
         if(w>0)so+=w;}
+      if(ro<B && usepoll){ struct pollfd p{rfd,POLLIN,0}; if(poll(&p,1,0)<=0) continue; }
       if(ro<B){ ssize_t w;
-        if(hdr && rxh<64){ w=recv(rfd,rx.data(),rx.size()<64+B-ro?rx.size():64+B-ro,MSG_DONTWAIT); if(w>0){ size_t h=w<(ssize_t)(64-rxh)?w:64-rxh; rxh+=h; size_t p=w-h; memcpy(rb.data()+ro,rx.data()+h,p); ro+=p;} }
+        if(hdr && rxh<64){ w=recv(rfd,rx.data(),rx.size()<64+B-ro?rx.size():64+B-ro,MSG_DONTWAIT); if(w<0 && pause_){ for(int k=0;k<pause_;k++) __builtin_ia32_pause(); } if(w>0){ size_t h=w<(ssize_t)(64-rxh)?w:64-rxh; rxh+=h; size_t p=w-h; memcpy(rb.data()+ro,rx.data()+h,p); ro+=p;} }
         else { w=recv(rfd,rb.data()+ro,B-ro,MSG_DONTWAIT); if(w>0)ro+=w; }
+        if(w<0 && pause_){ for(int k=0;k<pause_;k++) __builtin_ia32_pause(); }
       }
     }
   }
