@@ -71,7 +71,8 @@ std::optional<PostedRecv> TagMatcher::take_posted(uint64_t tag) {
     if (i <= 2) {
       // The common cases: the front, or just behind a standing receive or two (a
       // communicator's abort listener sits at the front for its whole life). Shifting those
-      // by hand cost ~40 instructions per message against deque::erase's ~180.
+      // by hand: take_posted ~100 instructions per message against ~175 with deque::erase
+      // (callgrind, 2-rank 8 B allreduce).
       for (size_t j = i; j > 0; --j) posted_[j] = std::move(posted_[j - 1]);
       posted_.pop_front();
     } else {
