@@ -22,6 +22,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "base/tsan.h"
+
 namespace podnet::shm {
 
 inline constexpr size_t kCacheLine = 64;
@@ -129,6 +131,7 @@ class RingWriter {
   bool room(size_t need) {
     if (head_ + need - tail_cache_ <= cap_) return true;
     tail_cache_ = ctl_->tail.load(std::memory_order_acquire);
+    handover_acquire();  // the consumer is done with the space it released
     return head_ + need - tail_cache_ <= cap_;
   }
   // The record of `bytes` at `pos`: the line after it reads empty first, then the header's
@@ -141,6 +144,7 @@ class RingWriter {
                 sizeof(RecHdr) - sizeof(uint64_t));
     uint64_t w;
     std::memcpy(&w, &h, sizeof w);
+    handover_release();
     first_word(dst).store(w, std::memory_order_release);
   }
 
@@ -164,6 +168,7 @@ class RingReader {
     for (;;) {
       auto* h = reinterpret_cast<const RecHdr*>(data_ + (tail_ & (cap_ - 1)));
       if (first_word(h).load(std::memory_order_acquire) == 0) return nullptr;
+      handover_acquire();
       if (h->type != Rec::kPad) return h;
       tail_ += record_bytes(h->plen);
     }
@@ -179,6 +184,7 @@ class RingReader {
   // Makes released space visible; true when the producer asked for a wake-up.
   bool release() {
     if (ctl_->tail.load(std::memory_order_relaxed) == tail_) return false;
+    handover_release();
     ctl_->tail.store(tail_, std::memory_order_release);
     std::atomic_thread_fence(std::memory_order_seq_cst);
     return ctl_->producer_waiting.load(std::memory_order_relaxed) != 0 &&

@@ -63,8 +63,12 @@ class Connection : public detail::EventHandler, public std::enable_shared_from_t
   Connection(TcpTransport* transport, bool outgoing, int stream);
   ~Connection() override;
 
-  // Outgoing: starts a non-blocking connect (retried with backoff until the deadline).
-  Status start_connect(const std::string& host, uint16_t port, int64_t deadline_ns);
+  // Outgoing: where to connect and until when; before the connection is published where
+  // housekeeping (another thread) can tick() it, which reads these.
+  void set_target(const std::string& host, uint16_t port, int64_t deadline_ns);
+  // Outgoing: starts a non-blocking connect to the target (retried with backoff until the
+  // deadline).
+  Status start_connect();
   // Incoming: adopts an accepted socket, waiting for the peer's hello.
   Status adopt(int fd, std::string remote);
 
@@ -122,7 +126,7 @@ class Connection : public detail::EventHandler, public std::enable_shared_from_t
   std::string remote_;
   std::string host_;
   uint16_t port_ = 0;
-  // No deadline until start_connect/adopt: housekeeping may see the connection first.
+  // No deadline until set_target/adopt.
   int64_t connect_deadline_ns_ = INT64_MAX;
   int64_t retry_at_ns_ = 0;
   int64_t backoff_ns_ = 0;

@@ -30,6 +30,10 @@ Status TcpEndpoint::start_outgoing(const std::vector<std::pair<std::string, uint
   for (size_t i = 0; i < nstreams; ++i) {
     auto c = std::make_shared<Connection>(transport_, /*outgoing=*/true, i);
     c->set_endpoint(this);
+    // Before out_ publishes it: the housekeeping thread's tick() reads the deadline (a
+    // connection is kConnecting from its construction on).
+    const auto& [host, port] = rails[i % nrails];
+    c->set_target(host, port, deadline);
     conns.push_back(c);
   }
   {
@@ -37,11 +41,9 @@ Status TcpEndpoint::start_outgoing(const std::vector<std::pair<std::string, uint
     if (!out_.empty()) return {};
     out_ = conns;
   }
-  for (size_t i = 0; i < conns.size(); ++i) {
-    auto& c = conns[i];
-    const auto& [host, port] = rails[i % nrails];
+  for (auto& c : conns) {
     transport_->track(c);
-    Status st = c->start_connect(host, port, deadline);
+    Status st = c->start_connect();
     if (!st.ok()) {
       fail(st.with_context("connect to {}", peer_name()));
       return st;
