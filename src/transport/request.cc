@@ -5,13 +5,12 @@
 
 #include "base/clock.h"
 #include "base/futex.h"
+#include "transport/block_pool.h"
 
 namespace podnet::detail {
 namespace {
 
-// Fixed-size blocks for make_request(): one free list per thread, bounded. A block freed on
-// another thread than the one that allocated it joins that thread's list.
-constexpr size_t kBlock = 512;
+// The blocks of block_pool.h.
 constexpr size_t kKeep = 256;
 struct FreeList {
   std::vector<void*> blocks;
@@ -21,36 +20,24 @@ struct FreeList {
 };
 thread_local FreeList free_list;
 
-template <typename T>
-struct PoolAllocator {
-  using value_type = T;
-  PoolAllocator() = default;
-  template <typename U>
-  PoolAllocator(const PoolAllocator<U>&) noexcept {}
-  T* allocate(size_t n) {
-    if (n != 1 || sizeof(T) > kBlock) return static_cast<T*>(::operator new(n * sizeof(T)));
-    auto& fl = free_list.blocks;
-    if (!fl.empty()) {
-      void* b = fl.back();
-      fl.pop_back();
-      return static_cast<T*>(b);
-    }
-    return static_cast<T*>(::operator new(kBlock));
-  }
-  void deallocate(T* p, size_t n) noexcept {
-    if (n != 1 || sizeof(T) > kBlock) return ::operator delete(p);
-    auto& fl = free_list.blocks;
-    if (fl.size() >= kKeep) return ::operator delete(p);
-    fl.push_back(p);
-  }
-  template <typename U>
-  bool operator==(const PoolAllocator<U>&) const noexcept { return true; }
-};
-
 }  // namespace
 
+void* pool_block_allocate() {
+  auto& fl = free_list.blocks;
+  if (fl.empty()) return ::operator new(kPoolBlock);
+  void* b = fl.back();
+  fl.pop_back();
+  return b;
+}
+
+void pool_block_free(void* p) noexcept {
+  auto& fl = free_list.blocks;
+  if (fl.size() >= kKeep) return ::operator delete(p);
+  fl.push_back(p);
+}
+
 std::shared_ptr<RequestState> make_request(ProgressEngine* engine, const char* op, uint64_t seq) {
-  static_assert(sizeof(RequestState) + 64 <= kBlock, "a request (with its control block) must fit a pool block");
+  static_assert(sizeof(RequestState) + 64 <= kPoolBlock, "a request (with its control block) must fit a pool block");
   return std::allocate_shared<RequestState>(PoolAllocator<RequestState>(), engine, op, seq);
 }
 

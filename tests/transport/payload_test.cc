@@ -1,6 +1,7 @@
 // Payload: an unexpected eager message's bytes. Large buffers are reused from a pool (fresh
-// pages cost a fault each while recv() copies into them), never handed out twice; the
-// bytes and the size are what was assigned.
+// pages cost a fault each while recv() copies into them), never handed out twice; small ones
+// live in the object; the bytes and the size are what was assigned. And the matcher's queue
+// of unexpected messages, which such payloads fill when a sender runs ahead.
 #include <gtest/gtest.h>
 
 #include <cstddef>
@@ -8,6 +9,7 @@
 #include <vector>
 
 #include "transport/matcher.h"
+#include "transport/request.h"
 
 namespace podnet::detail {
 namespace {
@@ -58,6 +60,72 @@ TEST(Payload, ShrinkingKeepsTheBuffer) {
   p.resize(Payload::kPoolMin / 2);
   EXPECT_EQ(p.data(), buf);
   EXPECT_EQ(p.size(), Payload::kPoolMin / 2);
+}
+
+TEST(Payload, SmallPayloadsLiveInTheObjectAndGrowOntoTheHeap) {
+  Payload p;
+  const std::byte* inside = reinterpret_cast<const std::byte*>(&p);
+  std::vector<std::byte> src(Payload::kInline + 1);
+  for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<std::byte>(i + 1);
+  p.assign(src.data(), src.data() + Payload::kInline);
+  EXPECT_TRUE(p.data() >= inside && p.data() < inside + sizeof p) << "a payload of kInline bytes is in the object";
+  EXPECT_EQ(std::memcmp(p.data(), src.data(), Payload::kInline), 0);
+  p.assign(src.data(), src.data() + src.size());  // one byte more: a buffer of its own
+  EXPECT_FALSE(p.data() >= inside && p.data() < inside + sizeof p);
+  ASSERT_EQ(p.size(), src.size());
+  EXPECT_EQ(std::memcmp(p.data(), src.data(), src.size()), 0);
+  p.assign(src.data(), src.data() + 3);  // shrinking keeps that buffer
+  EXPECT_EQ(p.size(), 3u);
+  EXPECT_EQ(std::memcmp(p.data(), src.data(), 3), 0);
+}
+
+TEST(Payload, UnexpectedMessagesReuseTheirBlocks) {
+  UnexpectedMsg* first = nullptr;
+  {
+    auto m = make_unexpected();
+    first = m.get();
+    m->data.resize(8);
+  }
+  auto again = make_unexpected();
+  EXPECT_EQ(again.get(), first) << "a freed message's block is the next one handed out on this thread";
+  EXPECT_EQ(again->data.size(), 0u);
+  EXPECT_FALSE(again->complete);
+  EXPECT_FALSE(again->attached.has_value());
+}
+
+// Messages queue as unexpected, then receives take them in any order: each gets the bytes
+// of the message its tag names, whether that message is at the front of the queue or not.
+TEST(Payload, QueuedMessagesGoToTheReceivesThatNameThem) {
+  TagMatcher m;
+  for (uint64_t tag = 1; tag <= 4; ++tag) {
+    std::shared_ptr<UnexpectedMsg> msg;
+    auto posted = m.match_or_queue(tag, [&] {
+      msg = make_unexpected();
+      msg->tag = tag;
+      msg->length = 8;
+      return msg;
+    });
+    ASSERT_FALSE(posted.has_value());
+    std::vector<std::byte> bytes(8, static_cast<std::byte>(tag * 10));
+    msg->data.assign(bytes.data(), bytes.data() + bytes.size());
+    ASSERT_FALSE(m.finish_unexpected(*msg).has_value());
+  }
+  for (uint64_t tag : {3, 1, 2, 4}) {  // from the middle, the front, the front, the last
+    std::vector<std::byte> out(8);
+    PostedRecv r{out.data(), out.size(), tag, ~0ull, make_request(nullptr, "recv", tag)};
+    auto found = m.post(r);
+    ASSERT_NE(found, nullptr) << "tag " << tag;
+    EXPECT_EQ(found->tag, tag);
+    deliver_eager(r, found->data.data(), found->length, found->tag);
+    ASSERT_TRUE(r.req->done());
+    EXPECT_TRUE(r.req->status().ok());
+    EXPECT_EQ(out, std::vector<std::byte>(8, static_cast<std::byte>(tag * 10))) << "tag " << tag;
+  }
+  std::vector<std::byte> out(8);
+  auto late_req = make_request(nullptr, "recv", 9);
+  PostedRecv late{out.data(), out.size(), 1, ~0ull, late_req};
+  EXPECT_EQ(m.post(late), nullptr) << "nothing is left to match: the receive is queued";
+  EXPECT_FALSE(late_req->done());
 }
 
 }  // namespace

@@ -290,7 +290,7 @@ void ShmEndpoint::on_request(const RecHdr& h) {
       on_send_fragment(h);
       break;
     case Rec::kRts: {
-      auto msg = std::make_shared<detail::UnexpectedMsg>();
+      auto msg = detail::make_unexpected();
       msg->tag = h.key;
       msg->length = h.len;
       msg->rendezvous = true;
@@ -348,7 +348,7 @@ void ShmEndpoint::on_send_fragment(const RecHdr& h) {
     // The whole message in one record (every small message): match, copy, complete, with
     // no reassembly state. An unexpected one is queued already complete.
     auto posted = matcher_.match_or_queue(h.key, [&] {
-      auto msg = std::make_shared<detail::UnexpectedMsg>();
+      auto msg = detail::make_unexpected();
       msg->tag = h.key;
       msg->length = h.len;
       msg->data.assign(payload(&h), payload(&h) + h.plen);
@@ -363,7 +363,7 @@ void ShmEndpoint::on_send_fragment(const RecHdr& h) {
     in = Incoming{};
     std::shared_ptr<detail::UnexpectedMsg> msg;
     auto posted = matcher_.match_or_queue(h.key, [&] {
-      msg = std::make_shared<detail::UnexpectedMsg>();
+      msg = detail::make_unexpected();
       msg->tag = h.key;
       msg->length = h.len;
       msg->data.resize(h.len);

@@ -450,7 +450,7 @@ void TcpEndpoint::on_header(Connection& c, RxSink& sink) {
       // A posted receive takes the payload directly, and nothing is allocated for it.
       std::shared_ptr<detail::UnexpectedMsg> msg;
       auto posted = matcher_.match_or_queue(h.a, [&] {
-        msg = std::make_shared<detail::UnexpectedMsg>();
+        msg = detail::make_unexpected();
         msg->tag = h.a;
         msg->length = h.length;
         return msg;
@@ -476,7 +476,7 @@ void TcpEndpoint::on_header(Connection& c, RxSink& sink) {
       break;
     }
     case FrameType::kRts: {
-      auto msg = std::make_shared<detail::UnexpectedMsg>();
+      auto msg = detail::make_unexpected();
       msg->tag = h.a;
       msg->length = h.c;
       msg->rendezvous = true;

@@ -180,7 +180,7 @@ void VerbsEndpoint::on_request_msg(const Msg& m, const std::byte* payload, Done&
   switch (m.type) {
     case MsgType::kEager: {
       auto posted = matcher_.match_or_queue(m.tag, [&] {
-        auto u = std::make_shared<detail::UnexpectedMsg>();
+        auto u = detail::make_unexpected();
         u->tag = m.tag;
         u->length = m.len;
         u->data.assign(payload, payload + m.len);
@@ -204,7 +204,7 @@ void VerbsEndpoint::on_request_msg(const Msg& m, const std::byte* payload, Done&
     case MsgType::kRts: {
       rts_[m.id] = RtsInfo{m.tag, m.addr, m.rkey, m.size};
       auto posted = matcher_.match_or_queue(m.tag, [&] {
-        auto u = std::make_shared<detail::UnexpectedMsg>();
+        auto u = detail::make_unexpected();
         u->tag = m.tag;
         u->length = m.size;
         u->rendezvous = true;
