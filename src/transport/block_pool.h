@@ -2,7 +2,8 @@
 // message): one free list per thread, bounded. A block freed on another thread than the one
 // that allocated it joins that thread's list. glibc's per-thread cache keeps 7 chunks per
 // size; a sender running ahead of its receiver frees dozens at a time, and the rest went
-// through malloc's slow path (~300 instructions per message, callgrind).
+// through malloc's slow path (unexpected 8 B messages: ~260 instructions each of ~950,
+// callgrind, bench/results/experiments-2026-12-04/unexpected_path.cc).
 #pragma once
 
 #include <cstddef>

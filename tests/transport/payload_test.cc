@@ -3,9 +3,14 @@
 // live in the object; the bytes and the size are what was assigned. And the matcher's queue
 // of unexpected messages, which such payloads fill when a sender runs ahead.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstddef>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #include "transport/matcher.h"
@@ -91,6 +96,26 @@ TEST(Payload, UnexpectedMessagesReuseTheirBlocks) {
   EXPECT_EQ(again->data.size(), 0u);
   EXPECT_FALSE(again->complete);
   EXPECT_FALSE(again->attached.has_value());
+}
+
+// At exit a thread's thread_locals go first, then the statics: a static that still holds a
+// pooled message releases it after the thread's block list is gone, and the block must go
+// back to the heap, not into the destroyed list. Its teeth are in the ASan stage, where the
+// write into the list's freed storage aborts the child with a report; here the child must
+// exit cleanly.
+TEST(Payload, AMessageReleasedAtExitAfterTheBlockListIsGoneGoesBackToTheHeap) {
+  fflush(nullptr);
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    static std::shared_ptr<UnexpectedMsg> held;  // destroyed after the thread_locals
+    held = make_unexpected();
+    make_unexpected().reset();  // a block in the list: the list has storage to free
+    std::exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "child status " << status;
 }
 
 // Messages queue as unexpected, then receives take them in any order: each gets the bytes
