@@ -8,12 +8,41 @@
 
 #include <cstddef>
 #include <new>
+#include <vector>
 
 namespace podnet::detail {
 
 inline constexpr size_t kPoolBlock = 512;
-void* pool_block_allocate();
-void pool_block_free(void* p) noexcept;
+inline constexpr size_t kPoolKeep = 256;  // blocks a thread's list holds at most
+
+// A block freed after the thread's list is gone (a static's destructor at exit releasing a
+// message or a request) goes straight back to the heap: t_pool_gone is a plain flag,
+// readable until the thread itself is gone.
+inline thread_local bool t_pool_gone = false;
+struct PoolFreeList {
+  std::vector<void*> blocks;
+  ~PoolFreeList() {
+    t_pool_gone = true;
+    for (void* b : blocks) ::operator delete(b);
+  }
+};
+inline thread_local PoolFreeList t_pool;
+
+inline void* pool_block_allocate() {
+  if (t_pool_gone) return ::operator new(kPoolBlock);
+  auto& fl = t_pool.blocks;  // one trip through the thread_local's init check
+  if (fl.empty()) return ::operator new(kPoolBlock);
+  void* b = fl.back();
+  fl.pop_back();
+  return b;
+}
+
+inline void pool_block_free(void* p) noexcept {
+  if (t_pool_gone) return ::operator delete(p);
+  auto& fl = t_pool.blocks;
+  if (fl.size() >= kPoolKeep) return ::operator delete(p);
+  fl.push_back(p);
+}
 
 template <typename T>
 struct PoolAllocator {

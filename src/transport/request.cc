@@ -1,46 +1,10 @@
 #include "transport/request.h"
 
-#include <new>
-#include <vector>
-
 #include "base/clock.h"
 #include "base/futex.h"
 #include "transport/block_pool.h"
 
 namespace podnet::detail {
-namespace {
-
-// The blocks of block_pool.h. A block freed after the thread's list is gone (a static's
-// destructor at exit releasing a message or a request) goes straight back to the heap:
-// t_list_gone is a plain flag, readable until the thread itself is gone.
-constexpr size_t kKeep = 256;
-thread_local bool t_list_gone = false;
-struct FreeList {
-  std::vector<void*> blocks;
-  ~FreeList() {
-    t_list_gone = true;
-    for (void* b : blocks) ::operator delete(b);
-  }
-};
-thread_local FreeList free_list;
-
-}  // namespace
-
-void* pool_block_allocate() {
-  if (t_list_gone) return ::operator new(kPoolBlock);
-  auto& fl = free_list.blocks;
-  if (fl.empty()) return ::operator new(kPoolBlock);
-  void* b = fl.back();
-  fl.pop_back();
-  return b;
-}
-
-void pool_block_free(void* p) noexcept {
-  if (t_list_gone) return ::operator delete(p);
-  auto& fl = free_list.blocks;
-  if (fl.size() >= kKeep) return ::operator delete(p);
-  fl.push_back(p);
-}
 
 std::shared_ptr<RequestState> make_request(ProgressEngine* engine, const char* op, uint64_t seq) {
   static_assert(sizeof(RequestState) + 64 <= kPoolBlock, "a request (with its control block) must fit a pool block");
