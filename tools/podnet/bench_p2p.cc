@@ -92,7 +92,9 @@ int warmup_for(const P2pOptions& o, int iters) { return o.warmup >= 0 ? o.warmup
 // The initiator keeps `window` operations in flight. With --check it works in batches of at
 // most `slots` operations (so no slot is reused before it is verified): after each batch of
 // writes the target verifies every slot of the batch and answers with the number of wrong
-// payloads; reads are verified by the initiator, sends by the target as they arrive.
+// payloads; reads are verified by the initiator, sends by the target as they arrive. Wrong
+// payloads of the warm-up count like the timed ones: the warm-up is not timed, but a wrong
+// byte there is still a wrong byte.
 
 uint64_t pack_batch(int first, int count) { return static_cast<uint64_t>(first) << 32 | static_cast<uint32_t>(count); }
 
@@ -136,8 +138,11 @@ Status bw_phase(Ctx& c, uint64_t size, int first, int count, int slots, P2pRow& 
 
 Status bw_initiator(Ctx& c, uint64_t size, int iters, int warm, int slots, P2pRow& row) {
   PODNET_RETURN_IF_ERROR(ctrl_send(c, kCtrlGo, size));
-  P2pRow ignored;
-  PODNET_RETURN_IF_ERROR(bw_phase(c, size, 0, warm, slots, ignored));
+  // The target answers once its buffer holds what a read should find: reads sent before that
+  // would race with its fill.
+  PODNET_RETURN_IF_ERROR(ctrl_recv(c, kCtrlGo).status());
+  P2pRow warm_row;
+  PODNET_RETURN_IF_ERROR(bw_phase(c, size, 0, warm, slots, warm_row));
   PODNET_RETURN_IF_ERROR(ctrl_send(c, kCtrlGo, size));  // the target is ready for the timed part
   PODNET_RETURN_IF_ERROR(ctrl_recv(c, kCtrlGo).status());
   int64_t t0 = now_ns();
@@ -146,7 +151,7 @@ Status bw_initiator(Ctx& c, uint64_t size, int iters, int warm, int slots, P2pRo
   // are complete when the target says it has them all.
   PODNET_ASSIGN_OR_RETURN(uint64_t bad, ctrl_recv(c, kCtrlDone));
   int64_t t1 = now_ns();
-  row.wrong += bad;
+  row.wrong += bad + warm_row.wrong;  // a payload wrong in the warm-up is wrong all the same
   row.seconds = (t1 - t0) / 1e9;
   double bytes = static_cast<double>(size) * iters;
   row.gbytes_per_s = bytes / row.seconds / 1e9;
@@ -212,6 +217,7 @@ Status bw_target(Ctx& c, uint64_t size, int iters, int warm, int slots) {
   if (go != size) return Status::Internal("peer benchmarks {} bytes, this rank {}", go, size);
   if (c.op == Op::kRead)
     for (int s = 0; s < slots; ++s) fill(c.buf.data() + s * size, size, s);
+  PODNET_RETURN_IF_ERROR(ctrl_send(c, kCtrlGo, size));  // ready: the initiator may start
   uint64_t warm_wrong = 0, wrong = 0;
   PODNET_RETURN_IF_ERROR(bw_target_phase(c, size, 0, warm, slots, warm_wrong));
   PODNET_RETURN_IF_ERROR(ctrl_recv(c, kCtrlGo).status());
@@ -219,7 +225,7 @@ Status bw_target(Ctx& c, uint64_t size, int iters, int warm, int slots) {
   PODNET_RETURN_IF_ERROR(bw_target_phase(c, size, warm, iters, slots, wrong));
   // Batch verdicts went back already; report only what the initiator has not counted.
   bool batch_checked = c.o.check && (c.op == Op::kWrite || c.op == Op::kWriteNotify);
-  return ctrl_send(c, kCtrlDone, batch_checked ? 0 : wrong);
+  return ctrl_send(c, kCtrlDone, batch_checked ? 0 : warm_wrong + wrong);
 }
 
 // ---- latency ---------------------------------------------------------------------------
