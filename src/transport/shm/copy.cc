@@ -9,8 +9,6 @@
 
 namespace podnet::shm {
 
-using detail::RequestState;
-
 void ShmEndpoint::pull_rendezvous(detail::PostedRecv recv, uint64_t seq, size_t len, uint64_t tag, bool split) {
   uint64_t src = 0;
   {

@@ -46,7 +46,7 @@ struct ShmAddress {
 };
 Result<ShmAddress> parse_shm_address(std::string_view s);
 
-class ShmTransport : public detail::Transport, public detail::Poller {
+class ShmTransport final : public detail::Transport, public detail::Poller {
  public:
   static Result<std::unique_ptr<ShmTransport>> create(detail::ProgressEngine& engine,
                                                       detail::MemoryRegistry& registry, uint64_t ctx_id, int rank,

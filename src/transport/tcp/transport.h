@@ -53,7 +53,7 @@ struct TcpOptions {
   std::string congestion = "auto";
 };
 
-class TcpTransport : public detail::Transport {
+class TcpTransport final : public detail::Transport {
  public:
   // `bind_ips`: "ip" or "ip1,ip2,..." (one listener each, all on `port`; 0: a free port each).
   static Result<std::unique_ptr<TcpTransport>> create(detail::ProgressEngine& engine, detail::MemoryRegistry& registry,

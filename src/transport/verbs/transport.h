@@ -23,7 +23,7 @@ namespace podnet::verbs {
 
 class VerbsEndpoint;
 
-class VerbsTransport : public detail::Transport, public detail::Poller {
+class VerbsTransport final : public detail::Transport, public detail::Poller {
  public:
   static Result<std::unique_ptr<VerbsTransport>> create(detail::ProgressEngine& engine,
                                                         detail::MemoryRegistry& registry, uint64_t ctx_id, int rank,
