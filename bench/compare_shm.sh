@@ -18,6 +18,8 @@ Compares, in one invocation, on this host:
       anchors: UCX_TLS=cma,posix,self ucx_perftest -t tag_bw (MB/s), and memcpy_bw
                (bench/anchors/memcpy_bw.cc: one thread copying between two buffers)
       targets: podnet / memcpy >= 0.8; podnet / UCX cma >= 1.0
+  - information only, where transparent huge pages are not 'never': write bandwidth with
+    `podnet bench p2p --hugepages` beside `memcpy_bw --hugepages` (both buffers on 2 MiB pages)
 
 Options:
   --repeats N     repeats per measurement, tools interleaved (default 3)
@@ -62,8 +64,7 @@ cleanup() { [[ ${#bg_pids[@]} -gt 0 ]] && stop_pids 20 "${bg_pids[@]}"; rm -rf "
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 podnet=$(copy_podnet "$podnet_arg" "$work") || exit 1
-if command -v memcpy_bw >/dev/null; then cp "$(command -v memcpy_bw)" "$work/"
-else g++ -O2 -o "$work/memcpy_bw" "$here/anchors/memcpy_bw.cc" || die "building memcpy_bw failed"; fi
+g++ -O2 -o "$work/memcpy_bw" "$here/anchors/memcpy_bw.cc" || die "building memcpy_bw failed"
 
 bytes_list=()
 for s in $sizes; do bytes_list+=("$(to_bytes "$s")"); done
@@ -103,6 +104,11 @@ ucx() {  # TLS TEST SIZE ITERS -> prints the Final line
   grep "^Final" "$work/u.cli"
 }
 
+# Informational rows with both sides' buffers on transparent huge pages, where the kernel
+# offers them: a cross-memory copy pins the peer's pages one by one, and with 4 KiB pages that
+# pinning can cost as much as the copy itself (docs/performance.md).
+use_huge=0
+grep -q '\[never\]' /sys/kernel/mm/transparent_hugepage/enabled 2>/dev/null || use_huge=1
 echo "# compare_shm: $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg); podnet $("$podnet" --version 2>/dev/null | head -1);" \
   "$( ((use_ucx)) && ucx_info -v 2>/dev/null | head -1 || echo 'no UCX')"
 for ((rep = 1; rep <= repeats; rep++)); do
@@ -122,6 +128,11 @@ for ((rep = 1; rep <= repeats; rep++)); do
     fi
     v=$("$work/memcpy_bw" "$it" "$b" | python3 -c 'import json,sys; print(json.load(sys.stdin)["gbytes_per_s"])')
     record "bw_$b" memcpy "$v"
+    if ((use_huge)); then
+      v=$(podnet_p2p -o write -m bw -s "$b" -n "$it" -w 10 --hugepages); record "write_bw_huge_$b" podnet "$v"
+      v=$("$work/memcpy_bw" --hugepages "$it" "$b" | python3 -c 'import json,sys; print(json.load(sys.stdin)["gbytes_per_s"])')
+      record "bw_huge_$b" memcpy "$v"
+    fi
   done
 done
 
@@ -141,6 +152,9 @@ for b in map(int, sys.argv[2:]):
         p = med(f"{op}_bw_{b}", "podnet")
         rows.append((f"{op} BW {size(b)} [GB/s]", "memcpy 1 thread", p, med(f"bw_{b}", "memcpy"), ">=", 0.8))
         rows.append((f"{op} BW {size(b)} [GB/s]", "ucx tag_bw cma", p, med(f"bw_{b}", "ucx"), ">=", 1.0))
+    p = med(f"write_bw_huge_{b}", "podnet")
+    if p is not None:
+        rows.append((f"write BW {size(b)} huge (info)", "memcpy huge pages", p, med(f"bw_huge_{b}", "memcpy"), "info", 0))
 print(f"{'metric':<26} {'anchor':<20} {'podnet':>9} {'anchor':>9} {'ratio':>7}  target    result")
 passed = failed = 0
 for m, a, p, v, cmp, t in rows:
@@ -148,6 +162,9 @@ for m, a, p, v, cmp, t in rows:
         print(f"{m:<26} {a:<20} {'-':>9} {'-':>9} {'-':>7}  {cmp} {t:.2f}x  n/a")
         continue
     r = p / v
+    if cmp == "info":
+        print(f"{m:<26} {a:<20} {p:9.3f} {v:9.3f} {r:6.2f}x  {'-':<8}  -")
+        continue
     ok = r <= t if cmp == "<=" else r >= t
     passed += ok; failed += not ok
     print(f"{m:<26} {a:<20} {p:9.3f} {v:9.3f} {r:6.2f}x  {cmp} {t:.2f}x  {'PASS' if ok else 'FAIL'}")
