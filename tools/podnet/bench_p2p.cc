@@ -141,8 +141,7 @@ Status bw_initiator(Ctx& c, uint64_t size, int iters, int warm, int slots, P2pRo
   // The target answers once its buffer holds what a read should find: reads sent before that
   // would race with its fill.
   PODNET_RETURN_IF_ERROR(ctrl_recv(c, kCtrlGo).status());
-  P2pRow warm_row;
-  PODNET_RETURN_IF_ERROR(bw_phase(c, size, 0, warm, slots, warm_row));
+  PODNET_RETURN_IF_ERROR(bw_phase(c, size, 0, warm, slots, row));  // its wrong payloads count too
   PODNET_RETURN_IF_ERROR(ctrl_send(c, kCtrlGo, size));  // the target is ready for the timed part
   PODNET_RETURN_IF_ERROR(ctrl_recv(c, kCtrlGo).status());
   int64_t t0 = now_ns();
@@ -151,7 +150,7 @@ Status bw_initiator(Ctx& c, uint64_t size, int iters, int warm, int slots, P2pRo
   // are complete when the target says it has them all.
   PODNET_ASSIGN_OR_RETURN(uint64_t bad, ctrl_recv(c, kCtrlDone));
   int64_t t1 = now_ns();
-  row.wrong += bad + warm_row.wrong;  // a payload wrong in the warm-up is wrong all the same
+  row.wrong += bad;
   row.seconds = (t1 - t0) / 1e9;
   double bytes = static_cast<double>(size) * iters;
   row.gbytes_per_s = bytes / row.seconds / 1e9;
@@ -218,14 +217,14 @@ Status bw_target(Ctx& c, uint64_t size, int iters, int warm, int slots) {
   if (c.op == Op::kRead)
     for (int s = 0; s < slots; ++s) fill(c.buf.data() + s * size, size, s);
   PODNET_RETURN_IF_ERROR(ctrl_send(c, kCtrlGo, size));  // ready: the initiator may start
-  uint64_t warm_wrong = 0, wrong = 0;
-  PODNET_RETURN_IF_ERROR(bw_target_phase(c, size, 0, warm, slots, warm_wrong));
+  uint64_t wrong = 0;  // the warm-up's and the timed part's
+  PODNET_RETURN_IF_ERROR(bw_target_phase(c, size, 0, warm, slots, wrong));
   PODNET_RETURN_IF_ERROR(ctrl_recv(c, kCtrlGo).status());
   PODNET_RETURN_IF_ERROR(ctrl_send(c, kCtrlGo, size));
   PODNET_RETURN_IF_ERROR(bw_target_phase(c, size, warm, iters, slots, wrong));
   // Batch verdicts went back already; report only what the initiator has not counted.
   bool batch_checked = c.o.check && (c.op == Op::kWrite || c.op == Op::kWriteNotify);
-  return ctrl_send(c, kCtrlDone, batch_checked ? 0 : warm_wrong + wrong);
+  return ctrl_send(c, kCtrlDone, batch_checked ? 0 : wrong);
 }
 
 // ---- latency ---------------------------------------------------------------------------
