@@ -83,6 +83,10 @@ print(r["t_typical_us"] if "t_typical_us" in r else r["bw_gbytes_per_s"])
 PY
 }
 
+memcpy_gbps() {  # [--hugepages] ITERS SIZE -> GB/s
+  "$work/memcpy_bw" "$@" | python3 -c 'import json,sys; print(json.load(sys.stdin)["gbytes_per_s"])'
+}
+
 port=$((20000 + RANDOM % 10000))
 # The same placement for both: `podnet run` binds rank i to the i-th CPU it may use (when
 # there are enough), so ucx_perftest's server and client get those two CPUs too.
@@ -126,12 +130,10 @@ for ((rep = 1; rep <= repeats; rep++)); do
       # Final: iters 50%ile avg overall bw-average(MB/s) bw-overall(MB/s) ...
       v=$(ucx cma,posix,self tag_bw "$b" "$it" | awk '{printf "%.3f", $7 * 1048576 / 1e9}'); record "bw_$b" ucx "$v"
     fi
-    v=$("$work/memcpy_bw" "$it" "$b" | python3 -c 'import json,sys; print(json.load(sys.stdin)["gbytes_per_s"])')
-    record "bw_$b" memcpy "$v"
+    v=$(memcpy_gbps "$it" "$b"); record "bw_$b" memcpy "$v"
     if ((use_huge)); then
       v=$(podnet_p2p -o write -m bw -s "$b" -n "$it" -w 10 --hugepages); record "write_bw_huge_$b" podnet "$v"
-      v=$("$work/memcpy_bw" --hugepages "$it" "$b" | python3 -c 'import json,sys; print(json.load(sys.stdin)["gbytes_per_s"])')
-      record "bw_huge_$b" memcpy "$v"
+      v=$(memcpy_gbps --hugepages "$it" "$b"); record "bw_huge_$b" memcpy "$v"
     fi
   done
 done

@@ -21,7 +21,7 @@ constexpr size_t kHuge = 2u << 20;
 char* buffer(size_t n, bool huge, char fill) {
   const size_t len = huge ? (n + kHuge - 1) / kHuge * kHuge : n;
   void* p = nullptr;
-  if (posix_memalign(&p, huge ? kHuge : 64, len > 0 ? len : 1) != 0) return nullptr;
+  if (posix_memalign(&p, huge ? kHuge : 64, len) != 0) return nullptr;
   if (huge && madvise(p, len, MADV_HUGEPAGE) != 0) {
     std::perror("memcpy_bw: madvise(MADV_HUGEPAGE)");
     std::exit(1);
@@ -43,9 +43,13 @@ int main(int argc, char** argv) {
   const long iters = std::atol(argv[first]);
   for (int i = first + 1; i < argc; ++i) {
     const size_t n = std::strtoull(argv[i], nullptr, 10);
+    if (n == 0) {
+      std::fprintf(stderr, "memcpy_bw: size '%s' is not a positive number of bytes\n", argv[i]);
+      return 2;
+    }
     char* a = buffer(n, huge, 1);
     char* b = buffer(n, huge, 2);
-    if (a == nullptr || b == nullptr || n == 0) {
+    if (a == nullptr || b == nullptr) {
       std::fprintf(stderr, "memcpy_bw: cannot allocate two buffers of %zu bytes\n", n);
       return 1;
     }
