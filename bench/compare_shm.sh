@@ -18,6 +18,8 @@ Compares, in one invocation, on this host:
       anchors: UCX_TLS=cma,posix,self ucx_perftest -t tag_bw (MB/s), and memcpy_bw
                (bench/anchors/memcpy_bw.cc: one thread copying between two buffers)
       targets: podnet / memcpy >= 0.8; podnet / UCX cma >= 1.0
+  - the same for write with `--alloc` (buffers from Context::allocate_memory: over shm a
+    one-sided write is then a memcpy through a mapping of the peer's memory, docs/shm.md)
   - information only, where transparent huge pages are not 'never': write bandwidth with
     `podnet bench p2p --hugepages` beside `memcpy_bw --hugepages` (both buffers on 2 MiB pages)
 
@@ -126,6 +128,7 @@ for ((rep = 1; rep <= repeats; rep++)); do
     it=$(( b >= (16 << 20) ? 100 : 1000 ))
     v=$(podnet_p2p -o write -m bw -s "$b" -n "$it" -w 10); record "write_bw_$b" podnet "$v"
     v=$(podnet_p2p -o send -m bw -s "$b" -n "$it" -w 10); record "send_bw_$b" podnet "$v"
+    v=$(podnet_p2p -o write -m bw -s "$b" -n "$it" -w 10 --alloc); record "write_alloc_bw_$b" podnet "$v"
     if ((use_ucx)); then
       # Final: iters 50%ile avg overall bw-average(MB/s) bw-overall(MB/s) ...
       v=$(ucx cma,posix,self tag_bw "$b" "$it" | awk '{printf "%.3f", $7 * 1048576 / 1e9}'); record "bw_$b" ucx "$v"
@@ -150,26 +153,26 @@ rows = []
 p, u = med("lat8", "podnet"), med("lat8", "ucx")
 rows.append(("send lat 8B median [us]", "ucx tag_lat posix", p, u, "<=", 1.0))
 for b in map(int, sys.argv[2:]):
-    for op in ("write", "send"):
+    for op, label in (("write", "write"), ("send", "send"), ("write_alloc", "write --alloc")):
         p = med(f"{op}_bw_{b}", "podnet")
-        rows.append((f"{op} BW {size(b)} [GB/s]", "memcpy 1 thread", p, med(f"bw_{b}", "memcpy"), ">=", 0.8))
-        rows.append((f"{op} BW {size(b)} [GB/s]", "ucx tag_bw cma", p, med(f"bw_{b}", "ucx"), ">=", 1.0))
+        rows.append((f"{label} BW {size(b)} [GB/s]", "memcpy 1 thread", p, med(f"bw_{b}", "memcpy"), ">=", 0.8))
+        rows.append((f"{label} BW {size(b)} [GB/s]", "ucx tag_bw cma", p, med(f"bw_{b}", "ucx"), ">=", 1.0))
     p = med(f"write_bw_huge_{b}", "podnet")
     if p is not None:
         rows.append((f"write BW {size(b)} huge (info)", "memcpy huge pages", p, med(f"bw_huge_{b}", "memcpy"), "info", 0))
-print(f"{'metric':<26} {'anchor':<20} {'podnet':>9} {'anchor':>9} {'ratio':>7}  target    result")
+print(f"{'metric':<30} {'anchor':<20} {'podnet':>9} {'anchor':>9} {'ratio':>7}  target    result")
 passed = failed = 0
 for m, a, p, v, cmp, t in rows:
     if p is None or v is None or v == 0:
-        print(f"{m:<26} {a:<20} {'-':>9} {'-':>9} {'-':>7}  {cmp} {t:.2f}x  n/a")
+        print(f"{m:<30} {a:<20} {'-':>9} {'-':>9} {'-':>7}  {cmp} {t:.2f}x  n/a")
         continue
     r = p / v
     if cmp == "info":
-        print(f"{m:<26} {a:<20} {p:9.3f} {v:9.3f} {r:6.2f}x  {'-':<8}  -")
+        print(f"{m:<30} {a:<20} {p:9.3f} {v:9.3f} {r:6.2f}x  {'-':<8}  -")
         continue
     ok = r <= t if cmp == "<=" else r >= t
     passed += ok; failed += not ok
-    print(f"{m:<26} {a:<20} {p:9.3f} {v:9.3f} {r:6.2f}x  {cmp} {t:.2f}x  {'PASS' if ok else 'FAIL'}")
+    print(f"{m:<30} {a:<20} {p:9.3f} {v:9.3f} {r:6.2f}x  {cmp} {t:.2f}x  {'PASS' if ok else 'FAIL'}")
 print(f"# {passed} PASS, {failed} FAIL (medians of the repeats; raw values below)")
 for r in raw:
     print("# raw", json.dumps(r))

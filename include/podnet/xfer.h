@@ -176,6 +176,11 @@ class Context {
   virtual std::string listen_address() const = 0;  // "host:port", for humans
 
   virtual Result<MemoryRegion> register_memory(void* ptr, size_t len, Access access) = 0;
+  // Allocates `len` bytes (zeroed, page-aligned) and registers them. Peers on the same host
+  // map such memory: their one-sided write and read on it are a plain memcpy, complete when
+  // the call returns (no system call, nothing for this side to do; PODNET_SHM_MAP).
+  // The memory lives as long as the region: data() is invalid after deregister().
+  virtual Result<MemoryRegion> allocate_memory(size_t len, Access access) = 0;
   // Never blocks: the connection is made in the background and the first requests wait for
   // it. Connecting twice to the same peer returns the same endpoint.
   virtual Result<std::shared_ptr<Endpoint>> connect(std::string_view peer_address) = 0;

@@ -44,7 +44,8 @@ void MemoryRegistry::remove_observer(RegionObserver* o) {
   std::erase(observers_, o);
 }
 
-Result<std::shared_ptr<RegionState>> MemoryRegistry::add(void* ptr, size_t len, Access access) {
+Result<std::shared_ptr<RegionState>> MemoryRegistry::add(void* ptr, size_t len, Access access,
+                                                         std::unique_ptr<MappedMemory> mapped) {
   if (ptr == nullptr && len != 0) return Status::InvalidArgument("register_memory: null pointer with length {}", len);
   auto r = std::make_shared<RegionState>();
   r->base = static_cast<std::byte*>(ptr);
@@ -52,11 +53,18 @@ Result<std::shared_ptr<RegionState>> MemoryRegistry::add(void* ptr, size_t len, 
   r->access = access;
   r->owner = owner_;
   r->registry = shared_from_this();
+  const bool mappable = mapped != nullptr;
+  r->mapped = std::move(mapped);
   std::unique_lock lk(mu_);
   // Keys are unguessable (random high bits) so a stale or forged key is refused, and
   // unique (a counter in the low bits) so a reused key never aliases a new region.
   static thread_local std::mt19937_64 rng{std::random_device{}()};
-  r->key = (rng() & ~0xFFFFFull) | (++next_ & 0xFFFFF);
+  r->key = (rng() & ~(kMappableKeyBit | 0xFFFFFull)) | (mappable ? kMappableKeyBit : 0) | (++next_ & 0xFFFFF);
+  if (r->mapped) {
+    MappedHeader& h = r->mapped->header();
+    h.key = r->key;
+    h.access = static_cast<uint32_t>(access);
+  }
   regions_[r->key] = r;
   return r;
 }
@@ -67,6 +75,7 @@ void MemoryRegistry::remove(RegionState& region) {
     if (!region.registered.exchange(false)) return;
     regions_.erase(region.key);
   }
+  if (region.mapped) region.mapped->revoke();  // peers' mappings stop taking copies
   {
     std::lock_guard lk(observers_mu_);
     for (RegionObserver* o : observers_) o->on_remove(region);

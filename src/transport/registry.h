@@ -13,9 +13,15 @@
 #include <unordered_map>
 #include <vector>
 
+#include "transport/mapped_memory.h"
+
 namespace podnet::detail {
 
 class MemoryRegistry;
+
+// Set in the key of every region podnet allocated (Context::allocate_memory), whose memory a
+// peer on the same host may map: the shm transport asks to map only those keys.
+inline constexpr uint64_t kMappableKeyBit = 1ull << 20;
 
 class RegionState {
  public:
@@ -31,6 +37,9 @@ class RegionState {
   // without a lock on every operation. Only the transport that claimed the slot
   // (MemoryRegistry::claim_device_slot) reads or writes it.
   mutable std::atomic<void*> device_handle{nullptr};
+  // The memory itself when podnet allocated it (set before the key is handed out); unmapped
+  // when the state goes.
+  std::unique_ptr<MappedMemory> mapped;
 };
 
 // Holds a region pinned (it cannot finish deregistering) while a remote operation uses it.
@@ -71,8 +80,10 @@ Status check_remote_range(uint64_t key, uint64_t base, uint64_t length, Access g
 class MemoryRegistry : public std::enable_shared_from_this<MemoryRegistry> {
  public:
   explicit MemoryRegistry(uint64_t owner_id) : owner_(owner_id) {}
-  Result<std::shared_ptr<RegionState>> add(void* ptr, size_t len, Access access);
-  // Removes the key, then waits until no remote operation uses the region.
+  // `mapped`: podnet allocated the memory (the key gets kMappableKeyBit).
+  Result<std::shared_ptr<RegionState>> add(void* ptr, size_t len, Access access,
+                                           std::unique_ptr<MappedMemory> mapped = nullptr);
+  // Removes the key (and revokes peers' mappings of allocated memory), then waits until no remote operation uses the region.
   void remove(RegionState& region);
   // Target side: validates a remote operation on [addr, addr+len) and pins the region.
   // The error says exactly what was wrong (unknown key, bounds, rights).

@@ -172,6 +172,7 @@ Status ContextImpl::create_shm() {
   so.ring_bytes = config_.shm_ring;
   so.eager_max = config_.shm_eager_max;
   so.cma = config_.shm_cma;
+  so.map = config_.shm_map;
   so.split_min = config_.shm_split_min == 0 ? SIZE_MAX : config_.shm_split_min;
   so.heartbeat_ms = config_.heartbeat_ms;
   so.peer_timeout_ms = config_.peer_timeout_ms;
@@ -297,6 +298,13 @@ std::string ContextImpl::address() const {
 
 Result<MemoryRegion> ContextImpl::register_memory(void* ptr, size_t len, Access access) {
   PODNET_ASSIGN_OR_RETURN(auto state, registry_->add(ptr, len, access));
+  return MemoryRegion(std::move(state));
+}
+
+Result<MemoryRegion> ContextImpl::allocate_memory(size_t len, Access access) {
+  PODNET_ASSIGN_OR_RETURN(auto mem, MappedMemory::create(len));
+  std::byte* data = mem->data();
+  PODNET_ASSIGN_OR_RETURN(auto state, registry_->add(data, len, access, std::move(mem)));
   return MemoryRegion(std::move(state));
 }
 

@@ -44,6 +44,7 @@ class ContextImpl final : public Context {
   std::string address() const override;
   std::string listen_address() const override { return tcp_->address(); }
   Result<MemoryRegion> register_memory(void* ptr, size_t len, Access access) override;
+  Result<MemoryRegion> allocate_memory(size_t len, Access access) override;
   Result<std::shared_ptr<Endpoint>> connect(std::string_view peer_address) override;
   // A caller that polls drives progress itself: the background thread stays parked meanwhile
   // (as while a thread waits), instead of competing with it for the CPU and the completions.

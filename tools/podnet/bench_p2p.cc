@@ -54,8 +54,9 @@ struct Ctx {
   const P2pOptions& o;
   Op op;
   std::shared_ptr<Endpoint> ep;
-  BenchBuffer buf;  // slots * size (+ room for the largest size)
-  MemoryRegion mr;
+  BenchBuffer buf;  // slots * size (+ room for the largest size); unused with --alloc
+  MemoryRegion mr;  // buf registered, or the allocated buffer (--alloc)
+  std::byte* data() const { return mr.data(); }
   RemoteKey peer_key;
   std::chrono::milliseconds tmo;
   std::vector<std::byte> scratch;  // an expected payload (--check of the write ping-pong)
@@ -105,11 +106,11 @@ Status bw_phase(Ctx& c, uint64_t size, int first, int count, int slots, P2pRow& 
   const int end = first + count;
   auto post = [&](int i) -> Request {
     size_t off = static_cast<size_t>(i % slots) * size;
-    if (check && c.op != Op::kRead) fill(c.buf.data() + off, size, i);
+    if (check && c.op != Op::kRead) fill(c.data() + off, size, i);
     if (c.op == Op::kWrite) return c.ep->write(c.mr, off, c.peer_key, off, size);
     if (c.op == Op::kWriteNotify) return c.ep->write_notify(c.mr, off, c.peer_key, off, size, i);
     if (c.op == Op::kRead) return c.ep->read(c.mr, off, c.peer_key, off, size);
-    return c.ep->send(c.buf.data() + off, size, i);
+    return c.ep->send(c.data() + off, size, i);
   };
   std::deque<std::pair<int, Request>> inflight;
   int next = first, batch_start = first;
@@ -123,7 +124,7 @@ Status bw_phase(Ctx& c, uint64_t size, int first, int count, int slots, P2pRow& 
     auto [i, r] = inflight.front();
     inflight.pop_front();
     PODNET_RETURN_IF_ERROR(r.wait(c.tmo));
-    if (check && c.op == Op::kRead && !matches(c.buf.data() + (i % slots) * size, size, i % slots)) row.wrong++;
+    if (check && c.op == Op::kRead && !matches(c.data() + (i % slots) * size, size, i % slots)) row.wrong++;
     if (check && inflight.empty() && (next - batch_start == window || next == end)) {
       if (target_checks) {
         PODNET_RETURN_IF_ERROR(ctrl_send(c, kCtrlBatch, pack_batch(batch_start, next - batch_start)));
@@ -169,13 +170,13 @@ Status bw_target_phase(Ctx& c, uint64_t size, int first, int count, int slots, u
     const int depth = std::min(window, slots);
     for (int got = first; got < end;) {
       while (next < end && static_cast<int>(posted.size()) < depth) {
-        posted.emplace_back(next, c.ep->recv(c.buf.data() + (next % slots) * size, size, next));
+        posted.emplace_back(next, c.ep->recv(c.data() + (next % slots) * size, size, next));
         ++next;
       }
       auto [i, r] = posted.front();
       posted.pop_front();
       PODNET_RETURN_IF_ERROR(r.wait(c.tmo));
-      if (c.o.check && (r.bytes() != size || !matches(c.buf.data() + (i % slots) * size, size, i))) wrong++;
+      if (c.o.check && (r.bytes() != size || !matches(c.data() + (i % slots) * size, size, i))) wrong++;
       ++got;
     }
     return {};
@@ -203,7 +204,7 @@ Status bw_target_phase(Ctx& c, uint64_t size, int first, int count, int slots, u
           continue;
         }
       }
-      if (!matches(c.buf.data() + (i % slots) * size, size, i)) bad++;
+      if (!matches(c.data() + (i % slots) * size, size, i)) bad++;
     }
     PODNET_RETURN_IF_ERROR(ctrl_send(c, kCtrlVerified, bad));
     done = bfirst + bcount;
@@ -215,7 +216,7 @@ Status bw_target(Ctx& c, uint64_t size, int iters, int warm, int slots) {
   PODNET_ASSIGN_OR_RETURN(uint64_t go, ctrl_recv(c, kCtrlGo));
   if (go != size) return Status::Internal("peer benchmarks {} bytes, this rank {}", go, size);
   if (c.op == Op::kRead)
-    for (int s = 0; s < slots; ++s) fill(c.buf.data() + s * size, size, s);
+    for (int s = 0; s < slots; ++s) fill(c.data() + s * size, size, s);
   PODNET_RETURN_IF_ERROR(ctrl_send(c, kCtrlGo, size));  // ready: the initiator may start
   uint64_t wrong = 0;  // the warm-up's and the timed part's
   PODNET_RETURN_IF_ERROR(bw_target_phase(c, size, 0, warm, slots, wrong));
@@ -278,8 +279,8 @@ Status lat_initiator(Ctx& c, uint64_t size, int iters, int warm, P2pRow& row) {
   PODNET_RETURN_IF_ERROR(ctrl_send(c, kCtrlGo, size));
   PODNET_RETURN_IF_ERROR(ctrl_recv(c, kCtrlGo).status());  // the target's buffer is ready
   telemetry::Histogram h;
-  std::byte* src = c.buf.data();
-  std::byte* dst = c.buf.data() + size;
+  std::byte* src = c.data();
+  std::byte* dst = c.data() + size;
   const bool pingpong = is_pingpong(c.o);
   int64_t total_ns = 0;
   Request last_write;  // the write ping-pong's previous write, reaped one round trip later
@@ -344,7 +345,7 @@ Status lat_target(Ctx& c, uint64_t size, int iters, int warm) {
   PODNET_ASSIGN_OR_RETURN(uint64_t go, ctrl_recv(c, kCtrlGo));
   if (go != size) return Status::Internal("peer benchmarks {} bytes, this rank {}", go, size);
   uint64_t wrong = 0;
-  std::byte* in = c.buf.data();
+  std::byte* in = c.data();
   if (c.op == Op::kRead) fill(in, size, 0);
   PODNET_RETURN_IF_ERROR(ctrl_send(c, kCtrlGo, size));
   Request echo;  // the write ping-pong's last echo: reaped once the next ping is in
@@ -390,9 +391,14 @@ Result<std::vector<P2pRow>> run_p2p_pair(World& world, int peer, bool initiator,
     buf_bytes = std::max(buf_bytes, std::max<uint64_t>(size, 1) * std::max(2, slots_for(o, size)));
   Ctx c{world, o, op_of(o.op), nullptr, {}, {}, {}, world.timeout(), {}};
   PODNET_ASSIGN_OR_RETURN(c.ep, world.peer(peer));
-  PODNET_RETURN_IF_ERROR(c.buf.allocate(buf_bytes + 64, o.hugepages));
-  std::memset(c.buf.data(), 0, c.buf.size());  // fault every page in before the timed loops
-  PODNET_ASSIGN_OR_RETURN(c.mr, world.context().register_memory(c.buf.data(), c.buf.size(), Access::kRemoteReadWrite));
+  if (o.alloc) {
+    PODNET_ASSIGN_OR_RETURN(c.mr, world.context().allocate_memory(buf_bytes + 64, Access::kRemoteReadWrite));
+  } else {
+    PODNET_RETURN_IF_ERROR(c.buf.allocate(buf_bytes + 64, o.hugepages));
+    PODNET_ASSIGN_OR_RETURN(c.mr,
+                            world.context().register_memory(c.buf.data(), c.buf.size(), Access::kRemoteReadWrite));
+  }
+  std::memset(c.data(), 0, c.mr.size());  // fault every page in before the timed loops
   PODNET_ASSIGN_OR_RETURN(c.peer_key, exchange_remote_key(*c.ep, c.mr.remote_key(), kCtrlKey, c.tmo));
 
   for (uint64_t size : o.sizes) {
@@ -428,6 +434,7 @@ void print_p2p(const P2pOptions& o, const World& world, const std::vector<P2pRow
   const bool pingpong = is_pingpong(o);
   fmt::print("# podnet bench p2p: {} {}, transport {}, rank 0 -> {}\n", o.op, o.mode == "bw" ? "bandwidth" : "latency",
              transport, peer);
+  if (o.alloc) fmt::print("# buffers from Context::allocate_memory (--alloc)\n");
   if (o.mode == "bw") {
     fmt::print("# bandwidth at remote completion; window {} operations; GB/s = 10^9 bytes/s{}\n", o.window,
                o.check ? "; --check: every payload verified (slower)" : "");
@@ -458,6 +465,7 @@ nlohmann::json p2p_json(const P2pOptions& o, const std::vector<P2pRow>& rows, st
   j["transport"] = transport;
   j["check"] = o.check;
   j["hugepages"] = o.hugepages;
+  j["alloc"] = o.alloc;
   if (o.mode == "lat") j["latency_kind"] = pingpong ? "rtt/2" : "rtt";
   j["results"] = nlohmann::json::array();
   for (auto& r : rows) {

@@ -29,6 +29,7 @@ struct P2pOptions {
   bool json = false;
   bool all_pairs = false;       // every ordered pair of ranks in turn (bench_p2p_pairs.cc)
   bool hugepages = false;       // buffers on transparent huge pages (perftest's --use_hugepages)
+  bool alloc = false;           // buffers from Context::allocate_memory (shm: mapped one-sided copies)
 };
 
 struct P2pRow {

@@ -100,6 +100,10 @@ void add_bench_p2p_command(CLI::App& bench) {
   p->add_flag("--hugepages", o->hugepages,
               "put the buffers on 2 MiB transparent huge pages (madvise; as perftest's --use_hugepages): fewer "
               "TLB misses in the copies of large messages; an error if THP is 'never'");
+  p->add_flag("--alloc", o->alloc,
+              "take the buffers from Context::allocate_memory instead of registering heap memory: over shm, "
+              "one-sided write and read are then a memcpy through a mapping of the peer's memory (PODNET_SHM_MAP)")
+      ->excludes("--hugepages");
   p->add_flag("--json", o->json, "print JSON instead of the table");
   p->add_flag("--all-pairs", o->all_pairs,
               "every ordered pair of ranks in turn (any number of ranks): a matrix, per-rank medians and the "

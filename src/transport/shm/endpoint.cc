@@ -1,5 +1,7 @@
 #include "transport/shm/endpoint.h"
 
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstring>
 
@@ -29,7 +31,9 @@ ShmEndpoint::ShmEndpoint(ShmTransport* transport, uint64_t peer_id, int peer_ran
       peer_pid_(peer_pid),
       created_ns_(now_ns()) {}
 
-ShmEndpoint::~ShmEndpoint() = default;
+ShmEndpoint::~ShmEndpoint() {
+  if (pidfd_ >= 0) close(pidfd_);
+}
 
 std::string ShmEndpoint::peer_name() const { return fmt::format("rank {} (shm pid {})", peer_rank_, peer_pid_.load()); }
 
@@ -118,9 +122,13 @@ ShmEndpoint::Req ShmEndpoint::write(const detail::RegionState& local, size_t loc
   const char* name = imm != nullptr ? "write_notify" : "write";
   Channel* ch = out_raw_.load(std::memory_order_acquire);
   if (!ch) return failed_request(name, Status::Unavailable("not connected"));
+  const std::byte* src = local.base + local_off;
+  if (imm == nullptr && (remote.key & detail::kMappableKeyBit) != 0) {
+    if (auto m = mapping_for(*ch, remote.key))
+      if (Req r = copy_mapped(name, m, const_cast<std::byte*>(src), remote.addr + remote_off, len, false)) return r;
+  }
   auto req = new_request(name);
   req->bytes = len;
-  const std::byte* src = local.base + local_off;
   if (Status why = track(req->seq(), Op{req, const_cast<std::byte*>(src), len}); !why.ok()) {
     req->complete(op_failure(*req, why));
     return req;
@@ -150,9 +158,13 @@ ShmEndpoint::Req ShmEndpoint::read(const detail::RegionState& local, size_t loca
                                    uint64_t remote_off, size_t len) {
   Channel* ch = out_raw_.load(std::memory_order_acquire);
   if (!ch) return failed_request("read", Status::Unavailable("not connected"));
+  std::byte* dst = local.base + local_off;
+  if ((remote.key & detail::kMappableKeyBit) != 0) {
+    if (auto m = mapping_for(*ch, remote.key))
+      if (Req r = copy_mapped("read", m, dst, remote.addr + remote_off, len, true)) return r;
+  }
   auto req = new_request("read");
   req->bytes = len;
-  std::byte* dst = local.base + local_off;
   if (Status why = track(req->seq(), Op{req, dst, len, /*read=*/true}); !why.ok()) {
     req->complete(op_failure(*req, why));
     return req;
@@ -338,6 +350,9 @@ void ShmEndpoint::on_request(const RecHdr& h) {
     case Rec::kRead:
       on_read(h);
       break;
+    case Rec::kMapReq:
+      on_map_request(h);
+      break;
     default:
       PODNET_WARN(kNet, "unexpected shm record type {} from {}", static_cast<int>(h.type), peer_name());
   }
@@ -405,6 +420,10 @@ void ShmEndpoint::on_send_fragment(const RecHdr& h) {
 void ShmEndpoint::on_reply_record(const RecHdr& h) {
   if (h.type == Rec::kCts) {
     on_cts(h);
+    return;
+  }
+  if (h.type == Rec::kMapResp) {
+    on_map_reply(h);
     return;
   }
   if (h.type == Rec::kFin) {
@@ -506,6 +525,10 @@ void ShmEndpoint::fail(const Status& why) {
     split.swap(split_recvs_);
     split_ops_.clear();  // releases the pinned regions
     rts_src_.clear();
+  }
+  {
+    std::lock_guard lk(map_mu_);
+    for (auto& [key, m] : maps_) m.reset();  // a failed peer's memory is no target any more
   }
   for (auto& [seq, r] : split) r->complete(op_failure(*r, why));
   if (why.code() == Code::kCancelled || graceful_.load())

@@ -21,6 +21,12 @@
 //              kPushDone; then the target acks (write: after the notification).
 //   write_notify  as write, with kNotify on the record that completes the data: the target
 //              delivers the immediate after placing the data (ring order = post order).
+//   mapped     write and read on a region the peer allocated (its key has kMappableKeyBit):
+//              the first one also sends kMapReq; the target answers kMapResp with its memfd's
+//              descriptor, which the initiator takes with pidfd_getfd and maps (mapped.cc).
+//              From then on the operation is a memcpy in the caller's thread, complete when
+//              write()/read() returns, while no ring one-sided operation is in flight (so
+//              operations still land in the order they were posted).
 #pragma once
 
 #include <atomic>
@@ -30,6 +36,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "transport/mapped_memory.h"
 #include "transport/matcher.h"
 #include "transport/registry.h"
 #include "transport/shm/channel.h"
@@ -115,6 +122,14 @@ class ShmEndpoint : public detail::TransportEndpoint, public std::enable_shared_
   void start_split(const RecHdr& h, detail::RegionPin pin);
   void split_part_done(uint64_t seq, const Status& st);
   void check_liveness(Channel& ch, Liveness& l, int64_t now_ns, const char* which);
+  // Mapped regions (mapped.cc). The mapping of `key` once learned, else null (asks the peer
+  // for it the first time the key is seen).
+  std::shared_ptr<detail::PeerMapping> mapping_for(Channel& ch, uint64_t key);
+  // The operation as a memcpy through the mapping; null when it must take the ring instead.
+  Req copy_mapped(const char* name, const std::shared_ptr<detail::PeerMapping>& m, std::byte* local,
+                  uint64_t addr, size_t len, bool read);
+  void on_map_request(const RecHdr& h);
+  void on_map_reply(const RecHdr& h);
 
   ShmTransport* transport_;
   const uint64_t peer_id_;
@@ -137,6 +152,11 @@ class ShmEndpoint : public detail::TransportEndpoint, public std::enable_shared_
   Status failed_;
   std::atomic<bool> failed_flag_{false};
   std::atomic<bool> graceful_{false};
+
+  std::mutex map_mu_;  // maps_, pidfd_
+  // The peer's allocated regions mapped here, by key; null while asked, or once refused.
+  std::unordered_map<uint64_t, std::shared_ptr<detail::PeerMapping>> maps_;
+  int pidfd_ = -1;  // the peer's process, opened at the first mapping
 
   detail::TagMatcher matcher_;
   Incoming incoming_;                 // touched only while consuming the incoming channel

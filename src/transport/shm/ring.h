@@ -40,6 +40,8 @@ enum class Rec : uint8_t {
   kFin,       // reply to kRts: the receiver pulled the data (or failed: code)
   kCts,       // reply to a kSplit kRts: the receiver's buffer (addr); the sender pushes [aux, len)
   kPushDone,  // request: the sender pushed its part of a split rendezvous (code)
+  kMapReq,    // request: may the initiator map the region of `key`? (allocated memory only)
+  kMapResp,   // reply to kMapReq: key; aux = the owner's memfd descriptor, or code and error text
 };
 
 // kSplit (on kRts): both sides copy half of a large message at once (two cores, one copy each).

@@ -28,6 +28,7 @@ struct ShmOptions {
   size_t ring_bytes = 1 << 20;   // per ring; a power of two
   size_t eager_max = 32 << 10;   // larger payloads move with one cross-memory copy
   bool cma = true;               // allow process_vm_readv/writev (probed per peer)
+  bool map = true;               // map peers' allocated regions (needs cma's permission)
   size_t split_min = 1 << 20;    // rendezvous sends this large are copied by both sides
   int heartbeat_ms = 1000;
   int peer_timeout_ms = 15000;

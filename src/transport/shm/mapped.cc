@@ -1,0 +1,105 @@
+// One-sided operations on regions the peer allocated (Context::allocate_memory): learn the
+// mapping once (kMapReq / kMapResp, pidfd_getfd), then copy with memcpy (endpoint.h).
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "base/log.h"
+#include "transport/shm/endpoint.h"
+#include "transport/shm/transport.h"
+
+namespace podnet::shm {
+
+std::shared_ptr<detail::PeerMapping> ShmEndpoint::mapping_for(Channel& ch, uint64_t key) {
+  // pidfd_getfd needs the ptrace permission that pushing with process_vm_writev needs.
+  if (!transport_->options().map || !ch.ready() || !ch.cma_push()) return nullptr;
+  {
+    std::lock_guard lk(map_mu_);
+    auto [it, fresh] = maps_.try_emplace(key);
+    if (!fresh) return it->second;
+  }
+  OutOp op;
+  op.hdr.type = Rec::kMapReq;
+  op.hdr.key = key;
+  post(ch, std::move(op));
+  return nullptr;
+}
+
+ShmEndpoint::Req ShmEndpoint::copy_mapped(const char* name, const std::shared_ptr<detail::PeerMapping>& m,
+                                          std::byte* local, uint64_t addr, size_t len, bool read) {
+  Status why;
+  {
+    std::lock_guard lk(mu_);
+    if (!failed_.ok()) why = failed_;
+    else if (!ops_.empty()) return nullptr;  // an earlier operation is still on the ring: keep the order
+  }
+  auto req = new_request(name);
+  req->bytes = len;
+  if (why.ok() && m->revoked()) {
+    {
+      std::lock_guard lk(map_mu_);
+      maps_[m->key()].reset();  // the key is dead for good
+    }
+    why = Status::AccessDenied("key {:#x} is not registered at the target (the region was deregistered)", m->key());
+  }
+  if (why.ok())
+    why = detail::check_remote_range(m->key(), m->data_addr(), m->length(), static_cast<Access>(m->access()), addr,
+                                     len, read ? Access::kRemoteRead : Access::kRemoteWrite);
+  if (!why.ok()) {
+    req->complete(op_failure(*req, why));
+    return req;
+  }
+  if (read) std::memcpy(local, m->at(addr), len);
+  else std::memcpy(m->at(addr), local, len);
+  req->complete(Status::Ok());
+  return req;
+}
+
+void ShmEndpoint::on_map_request(const RecHdr& h) {
+  Channel* ch = in_raw_.load(std::memory_order_acquire);
+  if (!ch) return;
+  OutOp op;
+  op.hdr.type = Rec::kMapResp;
+  op.hdr.key = h.key;
+  auto region = transport_->registry().find(h.key);
+  if (region && region->mapped) {
+    op.hdr.aux = static_cast<uint64_t>(region->mapped->fd());
+  } else {
+    Status st = Status::Unavailable("key {:#x} is not a region this side allocated", h.key);
+    op.hdr.code = static_cast<uint16_t>(st.code());
+    op.owned = st.message();
+    op.len = op.owned.size();
+  }
+  post(*ch, std::move(op));
+}
+
+void ShmEndpoint::on_map_reply(const RecHdr& h) {
+  std::shared_ptr<detail::PeerMapping> mapping;
+  std::string why;
+  if (h.code != 0) {
+    why = std::string(reinterpret_cast<const char*>(payload(&h)), h.plen);
+  } else {
+    std::lock_guard lk(map_mu_);
+    if (pidfd_ < 0) pidfd_ = static_cast<int>(syscall(SYS_pidfd_open, peer_pid_.load(), 0));
+    int fd = pidfd_ < 0 ? -1 : static_cast<int>(syscall(SYS_pidfd_getfd, pidfd_, static_cast<int>(h.aux), 0));
+    if (fd < 0) {
+      why = fmt::format("pidfd_getfd: {}", std::strerror(errno));
+    } else {
+      auto m = detail::PeerMapping::map(fd, h.key);
+      close(fd);
+      if (m.ok()) mapping = std::move(m).value();
+      else why = m.status().message();
+    }
+  }
+  if (mapping)
+    PODNET_INFO(kNet, "mapped the region of key {:#x} of {} ({} bytes): one-sided operations on it are copies",
+                h.key, peer_name(), mapping->length());
+  else
+    PODNET_INFO(kNet, "region of key {:#x} of {} stays on the ring: {}", h.key, peer_name(), why);
+  std::lock_guard lk(map_mu_);
+  if (!failed_flag_.load(std::memory_order_acquire)) maps_[h.key] = std::move(mapping);
+}
+
+}  // namespace podnet::shm

@@ -1,0 +1,192 @@
+// Memory podnet allocates (Context::allocate_memory): correct data over every transport, and
+// over shm the mapped path (docs/shm.md "Regions both sides map"): a one-sided operation that
+// is complete when the call returns, with the same refusals as the ring path.
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <thread>
+
+#include "pair.h"
+#include "transport/mapped_memory.h"
+#include "transport/registry.h"
+
+namespace podnet::testing {
+namespace {
+
+bool over_mapped_shm(const Pair& p) {
+  const char* cma = std::getenv("PODNET_SHM_CMA");
+  return p.ab->transport() == "shm" && (cma == nullptr || std::string(cma) != "0");
+}
+
+// Writes until one completes inside write() (the mapping is learned after the first reaches
+// the target); false when none does within `tries`. Every write must succeed.
+bool write_until_mapped(Pair& p, const MemoryRegion& src, const RemoteKey& key, size_t len, int tries = 200) {
+  for (int i = 0; i < tries; ++i) {
+    Request r = p.ab->write(src, 0, key, 0, len);
+    if (r.done()) {
+      EXPECT_TRUE(r.wait(kWait).ok());
+      return true;
+    }
+    EXPECT_TRUE(r.wait(kWait).ok()) << r.wait(kWait).to_string();
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return false;
+}
+
+TEST(AllocatedMemory, IsZeroedAlignedAndCarriesTheMappableKeyBit) {
+  Pair p = Pair::make();
+  auto m = p.a->allocate_memory(10000, Access::kRemoteWrite);
+  ASSERT_TRUE(m.ok()) << m.status().to_string();
+  EXPECT_EQ(m->size(), 10000u);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(m->data()) % 4096, 0u);
+  EXPECT_TRUE(std::all_of(m->data(), m->data() + m->size(), [](std::byte b) { return b == std::byte{0}; }));
+  EXPECT_NE(m->remote_key().key & detail::kMappableKeyBit, 0u);
+  std::vector<std::byte> heap(64);
+  auto r = p.a->register_memory(heap.data(), heap.size(), Access::kRemoteWrite).value();
+  EXPECT_EQ(r.remote_key().key & detail::kMappableKeyBit, 0u) << "registered memory is not mappable";
+  EXPECT_EQ(p.a->allocate_memory(0, Access::kNone).status().code(), Code::kInvalidArgument);
+}
+
+TEST(AllocatedMemory, WritesAndReadsLandIntactOnBothPaths) {
+  Pair p = Pair::make();
+  constexpr size_t kLen = 4 << 20;
+  auto src = p.a->allocate_memory(kLen, Access::kNone).value();
+  auto back = p.a->allocate_memory(kLen, Access::kNone).value();
+  auto dst = p.b->allocate_memory(kLen, Access::kRemoteReadWrite).value();
+  const RemoteKey key = dst.remote_key();
+  const bool mapped = write_until_mapped(p, src, key, 8);
+  EXPECT_EQ(mapped, over_mapped_shm(p)) << "over shm with cross-memory permission the mapping must be learned";
+  const size_t sizes[] = {1, 8, 4095, 100000, 1 << 20, kLen - 3};
+  uint32_t seed = 1;
+  for (size_t len : sizes) {
+    const size_t off = (kLen - len) / 2;
+    auto pat = pattern(len, seed++);
+    std::memcpy(src.data() + 3, pat.data(), std::min(len, kLen - 3));
+    const size_t n = std::min(len, kLen - 3);
+    Request w = p.ab->write(src, 3, key, off, n);
+    if (mapped) {
+      EXPECT_TRUE(w.done()) << "a mapped write is complete when write() returns (" << n << " bytes)";
+    }
+    ASSERT_TRUE(w.wait(kWait).ok()) << w.wait(kWait).to_string();
+    ASSERT_EQ(std::memcmp(dst.data() + off, pat.data(), n), 0) << n << " bytes at " << off;
+    std::memset(back.data(), 0, n);
+    Request r = p.ab->read(back, 0, key, off, n);
+    if (mapped) {
+      EXPECT_TRUE(r.done());
+    }
+    ASSERT_TRUE(r.wait(kWait).ok()) << r.wait(kWait).to_string();
+    ASSERT_EQ(std::memcmp(back.data(), pat.data(), n), 0) << n << " bytes read back";
+  }
+}
+
+// A notification after mapped writes still follows their data.
+TEST(AllocatedMemory, WriteNotifyFollowsMappedWrites) {
+  Pair p = Pair::make();
+  constexpr size_t kLen = 1 << 20;
+  auto src = p.a->allocate_memory(kLen, Access::kNone).value();
+  auto dst = p.b->allocate_memory(kLen, Access::kRemoteWrite).value();
+  write_until_mapped(p, src, dst.remote_key(), 8);
+  auto pat = pattern(kLen, 77);
+  std::memcpy(src.data(), pat.data(), kLen);
+  for (int round = 0; round < 20; ++round) {
+    Request n = p.ba->recv_notify();
+    for (size_t off = 0; off < kLen / 2; off += 64 << 10)
+      ASSERT_TRUE(p.ab->write(src, off, dst.remote_key(), off, 64 << 10).wait(kWait).ok());
+    Request wn = p.ab->write_notify(src, kLen / 2, dst.remote_key(), kLen / 2, kLen / 2, 1000 + round);
+    ASSERT_TRUE(n.wait(kWait).ok());
+    EXPECT_EQ(n.imm(), static_cast<uint64_t>(1000 + round));
+    ASSERT_EQ(std::memcmp(dst.data(), pat.data(), kLen), 0) << "round " << round;
+    ASSERT_TRUE(wn.wait(kWait).ok());
+    std::memset(dst.data(), 0, kLen);
+  }
+}
+
+TEST(AllocatedMemory, BoundsAndRightsAreRefusedOnTheMappedPath) {
+  Pair p = Pair::make();
+  auto src = p.a->allocate_memory(8192, Access::kNone).value();
+  auto ro = p.b->allocate_memory(4096, Access::kRemoteRead).value();
+  std::memset(ro.data(), 0x5a, 4096);
+  // Learn the mapping with honest reads.
+  for (int i = 0; i < 200; ++i) {
+    Request r = p.ab->read(src, 0, ro.remote_key(), 0, 8);
+    if (r.done() && over_mapped_shm(p)) break;
+    ASSERT_TRUE(r.wait(kWait).ok());
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  RemoteKey forged = ro.remote_key();
+  forged.access = Access::kRemoteReadWrite;  // lie about the rights: only the target's word counts
+  Status st = p.ab->write(src, 0, forged, 0, 16).wait(kWait);
+  EXPECT_EQ(st.code(), Code::kAccessDenied) << st.to_string();
+  EXPECT_NE(st.message().find("grants remote-read"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("rank 1"), std::string::npos) << st.message();
+  forged = ro.remote_key();
+  forged.length = 8192;  // the target allocated 4096
+  st = p.ab->read(src, 0, forged, 0, 8192).wait(kWait);
+  EXPECT_EQ(st.code(), Code::kAccessDenied) << st.to_string();
+  EXPECT_NE(st.message().find("outside the region"), std::string::npos) << st.message();
+  forged = ro.remote_key();
+  forged.addr -= 4096;  // an address before the region
+  forged.length = 8192;
+  st = p.ab->read(src, 0, forged, 0, 16).wait(kWait);
+  EXPECT_EQ(st.code(), Code::kAccessDenied) << st.to_string();
+  EXPECT_TRUE(std::all_of(ro.data(), ro.data() + 4096, [](std::byte b) { return b == std::byte{0x5a}; }));
+}
+
+TEST(AllocatedMemory, WriteAfterTheTargetDeregisteredFailsWithTheReason) {
+  Pair p = Pair::make();
+  auto src = p.a->allocate_memory(4096, Access::kNone).value();
+  auto dst = p.b->allocate_memory(4096, Access::kRemoteWrite).value();
+  const RemoteKey key = dst.remote_key();
+  const bool mapped = write_until_mapped(p, src, key, 64);
+  EXPECT_EQ(mapped, over_mapped_shm(p));
+  dst.deregister();
+  for (int i = 0; i < 2; ++i) {  // the mapped path, then the ring path once the mapping is dropped
+    Status st = p.ab->write(src, 0, key, 0, 64).wait(kWait);
+    EXPECT_EQ(st.code(), Code::kAccessDenied) << st.to_string();
+    EXPECT_NE(st.message().find("deregistered"), std::string::npos) << st.message();
+  }
+}
+
+// A peer that went away is no target, even though its pages are still mapped here.
+TEST(AllocatedMemory, MappedWriteToAClosedPeerFails) {
+  Pair p = Pair::make();
+  auto src = p.a->allocate_memory(4096, Access::kNone).value();
+  auto dst = p.b->allocate_memory(4096, Access::kRemoteWrite).value();
+  const RemoteKey key = dst.remote_key();
+  write_until_mapped(p, src, key, 64);
+  p.b.reset();  // the peer's context closes; the region stays registered in its registry
+  const auto deadline = std::chrono::steady_clock::now() + kWait;
+  while (p.ab->health().ok() && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  ASSERT_FALSE(p.ab->health().ok()) << "the endpoint never noticed its peer closing";
+  Status st = p.ab->write(src, 0, key, 0, 64).wait(kWait);
+  EXPECT_EQ(st.code(), Code::kPeerFailed) << st.to_string();
+  EXPECT_NE(st.message().find("rank 1"), std::string::npos) << st.message();
+}
+
+TEST(PeerMapping, RefusesAFileThatIsNotTheRegion) {
+  auto mem = detail::MappedMemory::create(4096);
+  ASSERT_TRUE(mem.ok()) << mem.status().to_string();
+  (*mem)->header().key = 0x1234;
+  (*mem)->header().access = static_cast<uint32_t>(Access::kRemoteWrite);
+  EXPECT_FALSE(detail::PeerMapping::map((*mem)->fd(), 0x9999).ok()) << "another key";
+  auto m = detail::PeerMapping::map((*mem)->fd(), 0x1234);
+  ASSERT_TRUE(m.ok()) << m.status().to_string();
+  (*m)->at((*m)->data_addr())[5] = std::byte{42};
+  EXPECT_EQ((*mem)->data()[5], std::byte{42}) << "both mappings must show the same pages";
+  EXPECT_FALSE((*m)->revoked());
+  (*mem)->revoke();
+  EXPECT_TRUE((*m)->revoked());
+  int other = memfd_create("not-a-region", MFD_CLOEXEC);
+  ASSERT_GE(other, 0);
+  ASSERT_EQ(ftruncate(other, 3 * 4096), 0);
+  auto bad = detail::PeerMapping::map(other, 0x1234);
+  EXPECT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("does not hold the region"), std::string::npos) << bad.status().message();
+  close(other);
+}
+
+}  // namespace
+}  // namespace podnet::testing
