@@ -20,18 +20,25 @@ bool over_mapped_shm(const Pair& p) {
   return p.ab->transport() == "shm" && (cma == nullptr || std::string(cma) != "0");
 }
 
-// Writes until one completes inside write() (the mapping is learned after the first reaches
-// the target); false when none does within `tries`. Every write must succeed.
-bool write_until_mapped(Pair& p, const MemoryRegion& src, const RemoteKey& key, size_t len, int tries = 200) {
+// Over shm with cross-memory permission: writes until one completes inside write() (the
+// mapping is learned once the first reaches the target), which must happen within `tries`.
+// Elsewhere one write (a request there can also be done when write() returns, by chance: the
+// progress thread ran first). Every write must succeed. Returns whether the path is mapped.
+bool learn_mapping(Pair& p, const MemoryRegion& src, const RemoteKey& key, size_t len, int tries = 200) {
+  if (!over_mapped_shm(p)) {
+    Status st = p.ab->write(src, 0, key, 0, len).wait(kWait);
+    EXPECT_TRUE(st.ok()) << st.to_string();
+    return false;
+  }
   for (int i = 0; i < tries; ++i) {
     Request r = p.ab->write(src, 0, key, 0, len);
-    if (r.done()) {
-      EXPECT_TRUE(r.wait(kWait).ok());
-      return true;
-    }
-    EXPECT_TRUE(r.wait(kWait).ok()) << r.wait(kWait).to_string();
+    const bool done = r.done();
+    Status st = r.wait(kWait);
+    EXPECT_TRUE(st.ok()) << st.to_string();
+    if (done) return true;
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
+  ADD_FAILURE() << "over shm with cross-memory permission the mapping was never learned";
   return false;
 }
 
@@ -56,8 +63,7 @@ TEST(AllocatedMemory, WritesAndReadsLandIntactOnBothPaths) {
   auto back = p.a->allocate_memory(kLen, Access::kNone).value();
   auto dst = p.b->allocate_memory(kLen, Access::kRemoteReadWrite).value();
   const RemoteKey key = dst.remote_key();
-  const bool mapped = write_until_mapped(p, src, key, 8);
-  EXPECT_EQ(mapped, over_mapped_shm(p)) << "over shm with cross-memory permission the mapping must be learned";
+  const bool mapped = learn_mapping(p, src, key, 8);
   const size_t sizes[] = {1, 8, 4095, 100000, 1 << 20, kLen - 3};
   uint32_t seed = 1;
   for (size_t len : sizes) {
@@ -87,7 +93,7 @@ TEST(AllocatedMemory, WriteNotifyFollowsMappedWrites) {
   constexpr size_t kLen = 1 << 20;
   auto src = p.a->allocate_memory(kLen, Access::kNone).value();
   auto dst = p.b->allocate_memory(kLen, Access::kRemoteWrite).value();
-  write_until_mapped(p, src, dst.remote_key(), 8);
+  learn_mapping(p, src, dst.remote_key(), 8);
   auto pat = pattern(kLen, 77);
   std::memcpy(src.data(), pat.data(), kLen);
   for (int round = 0; round < 20; ++round) {
@@ -108,13 +114,16 @@ TEST(AllocatedMemory, BoundsAndRightsAreRefusedOnTheMappedPath) {
   auto src = p.a->allocate_memory(8192, Access::kNone).value();
   auto ro = p.b->allocate_memory(4096, Access::kRemoteRead).value();
   std::memset(ro.data(), 0x5a, 4096);
-  // Learn the mapping with honest reads.
-  for (int i = 0; i < 200; ++i) {
+  // Learn the mapping with honest reads (the region refuses writes).
+  bool mapped = false;
+  for (int i = 0; i < 200 && !mapped; ++i) {
     Request r = p.ab->read(src, 0, ro.remote_key(), 0, 8);
-    if (r.done() && over_mapped_shm(p)) break;
+    mapped = r.done() && over_mapped_shm(p);
     ASSERT_TRUE(r.wait(kWait).ok());
+    if (!over_mapped_shm(p)) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
+  EXPECT_EQ(mapped, over_mapped_shm(p));
   RemoteKey forged = ro.remote_key();
   forged.access = Access::kRemoteReadWrite;  // lie about the rights: only the target's word counts
   Status st = p.ab->write(src, 0, forged, 0, 16).wait(kWait);
@@ -139,8 +148,7 @@ TEST(AllocatedMemory, WriteAfterTheTargetDeregisteredFailsWithTheReason) {
   auto src = p.a->allocate_memory(4096, Access::kNone).value();
   auto dst = p.b->allocate_memory(4096, Access::kRemoteWrite).value();
   const RemoteKey key = dst.remote_key();
-  const bool mapped = write_until_mapped(p, src, key, 64);
-  EXPECT_EQ(mapped, over_mapped_shm(p));
+  learn_mapping(p, src, key, 64);
   dst.deregister();
   for (int i = 0; i < 2; ++i) {  // the mapped path, then the ring path once the mapping is dropped
     Status st = p.ab->write(src, 0, key, 0, 64).wait(kWait);
@@ -155,7 +163,7 @@ TEST(AllocatedMemory, MappedWriteToAClosedPeerFails) {
   auto src = p.a->allocate_memory(4096, Access::kNone).value();
   auto dst = p.b->allocate_memory(4096, Access::kRemoteWrite).value();
   const RemoteKey key = dst.remote_key();
-  write_until_mapped(p, src, key, 64);
+  learn_mapping(p, src, key, 64);
   p.b.reset();  // the peer's context closes; the region stays registered in its registry
   const auto deadline = std::chrono::steady_clock::now() + kWait;
   while (p.ab->health().ok() && std::chrono::steady_clock::now() < deadline)
