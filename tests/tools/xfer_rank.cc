@@ -4,6 +4,8 @@
 // says what rank 0 saw, for the test to check.
 //
 //   podnet_xfer_rank stream BYTES      rank 0 writes BYTES to rank 1 in a loop until an error
+//   podnet_xfer_rank stream-alloc BYTES  the same into memory rank 1 allocated
+//                                      (Context::allocate_memory: over shm a mapped memcpy)
 //                                      ("first write done" after the first); rank 1 prints
 //                                      "ready" once set up, then sleeps forever
 //   podnet_xfer_rank recv-wait [MS]    rank 0 posts a recv from rank 1 that nothing satisfies and
@@ -87,13 +89,14 @@ int fail(const Status& st, const char* what) {
 
 int64_t ms_since(int64_t t0) { return (now_ns() - t0) / 1'000'000; }
 
-int stream(World& world, size_t bytes) {
+int stream(World& world, size_t bytes, bool alloc) {
   auto ep_or = world.peer(1 - world.rank());
   if (!ep_or.ok()) return fail(ep_or.status(), "peer");
   std::shared_ptr<Endpoint> ep = *ep_or;
   std::vector<std::byte> buf(std::max<size_t>(bytes, 1), std::byte{0x5A});
-  auto mr = world.context().register_memory(buf.data(), buf.size(), Access::kRemoteWrite);
-  if (!mr.ok()) return fail(mr.status(), "register_memory");
+  auto mr = alloc ? world.context().allocate_memory(buf.size(), Access::kRemoteWrite)
+                  : world.context().register_memory(buf.data(), buf.size(), Access::kRemoteWrite);
+  if (!mr.ok()) return fail(mr.status(), alloc ? "allocate_memory" : "register_memory");
   auto peer_key = exchange_remote_key(*ep, mr->remote_key(), kTagKey, kOpTimeout);
   if (!peer_key.ok()) return fail(peer_key.status(), "remote key exchange");
 
@@ -254,7 +257,7 @@ int ping_pong_sockets(World& world, int count) {
 
 int usage() {
   std::fprintf(stderr,
-               "usage: podnet_xfer_rank stream BYTES | recv-wait [MS] | notify-order COUNT BYTES | allreduce-loop | "
+               "usage: podnet_xfer_rank stream BYTES | stream-alloc BYTES | recv-wait [MS] | notify-order COUNT BYTES | allreduce-loop | "
                "ping-pong-sockets COUNT"
                "  (under podnet run -n 2)\n");
   return 2;
@@ -263,10 +266,10 @@ int usage() {
 int run(int argc, char** argv) {
   if (argc < 2) return usage();
   std::string mode = argv[1];
-  if (mode != "stream" && mode != "recv-wait" && mode != "notify-order" && mode != "allreduce-loop" &&
+  if (mode != "stream" && mode != "stream-alloc" && mode != "recv-wait" && mode != "notify-order" && mode != "allreduce-loop" &&
       mode != "ping-pong-sockets")
     return usage();
-  if ((mode == "stream" && argc != 3) || (mode == "notify-order" && argc != 4) ||
+  if ((mode.starts_with("stream") && argc != 3) || (mode == "notify-order" && argc != 4) ||
       (mode == "ping-pong-sockets" && argc != 3))
     return usage();
   auto world_or = World::create();
@@ -279,7 +282,7 @@ int run(int argc, char** argv) {
   if (mode == "ping-pong-sockets") return ping_pong_sockets(world, std::atoi(argv[2]));
   if (world.rank() == 0 && mode != "notify-order") signal(SIGTERM, SIG_IGN);
   say("pid {}", getpid());  // so that the test can signal the rank and check it is gone
-  if (mode == "stream") return stream(world, std::strtoull(argv[2], nullptr, 10));
+  if (mode.starts_with("stream")) return stream(world, std::strtoull(argv[2], nullptr, 10), mode == "stream-alloc");
   if (mode == "allreduce-loop") return allreduce_loop(world);
   if (mode == "notify-order") return notify_order(world, std::atoi(argv[2]), std::strtoull(argv[3], nullptr, 10));
   return recv_wait(world, argc > 2 ? std::strtoll(argv[2], nullptr, 10) : 60000);

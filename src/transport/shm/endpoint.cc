@@ -32,7 +32,7 @@ ShmEndpoint::ShmEndpoint(ShmTransport* transport, uint64_t peer_id, int peer_ran
       created_ns_(now_ns()) {}
 
 ShmEndpoint::~ShmEndpoint() {
-  if (pidfd_ >= 0) close(pidfd_);
+  if (pidfd_.load() >= 0) close(pidfd_.load());
 }
 
 std::string ShmEndpoint::peer_name() const { return fmt::format("rank {} (shm pid {})", peer_rank_, peer_pid_.load()); }

@@ -153,10 +153,15 @@ class ShmEndpoint : public detail::TransportEndpoint, public std::enable_shared_
   std::atomic<bool> failed_flag_{false};
   std::atomic<bool> graceful_{false};
 
-  std::mutex map_mu_;  // maps_, pidfd_
+  std::mutex map_mu_;  // maps_, opening pidfd_
   // The peer's allocated regions mapped here, by key; null while asked, or once refused.
   std::unordered_map<uint64_t, std::shared_ptr<detail::PeerMapping>> maps_;
-  int pidfd_ = -1;  // the peer's process, opened at the first mapping
+  std::atomic<int> pidfd_{-1};  // the peer's process, opened at the first mapping
+  // Mapped copies need no progress thread, which may not get the CPU to see the peer's
+  // hang-up while a caller copies in a loop: they ask the pidfd themselves, at most once a
+  // millisecond (peer_exited()).
+  std::atomic<int64_t> exit_checked_ns_{0};
+  bool peer_exited();
 
   detail::TagMatcher matcher_;
   Incoming incoming_;                 // touched only while consuming the incoming channel

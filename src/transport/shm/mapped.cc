@@ -1,11 +1,13 @@
 // One-sided operations on regions the peer allocated (Context::allocate_memory): learn the
 // mapping once (kMapReq / kMapResp, pidfd_getfd), then copy with memcpy (endpoint.h).
+#include <poll.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
 
+#include "base/clock.h"
 #include "base/log.h"
 #include "transport/shm/endpoint.h"
 #include "transport/shm/transport.h"
@@ -27,6 +29,14 @@ std::shared_ptr<detail::PeerMapping> ShmEndpoint::mapping_for(Channel& ch, uint6
   return nullptr;
 }
 
+bool ShmEndpoint::peer_exited() {
+  const int64_t now = now_ns();
+  if (now - exit_checked_ns_.load(std::memory_order_relaxed) < 1'000'000) return false;
+  exit_checked_ns_.store(now, std::memory_order_relaxed);
+  pollfd p{pidfd_.load(), POLLIN, 0};
+  return p.fd >= 0 && ::poll(&p, 1, 0) == 1;  // a pidfd turns readable when the process exits
+}
+
 ShmEndpoint::Req ShmEndpoint::copy_mapped(const char* name, const std::shared_ptr<detail::PeerMapping>& m,
                                           std::byte* local, uint64_t addr, size_t len, bool read) {
   Status why;
@@ -34,6 +44,10 @@ ShmEndpoint::Req ShmEndpoint::copy_mapped(const char* name, const std::shared_pt
     std::lock_guard lk(mu_);
     if (!failed_.ok()) why = failed_;
     else if (!ops_.empty()) return nullptr;  // an earlier operation is still on the ring: keep the order
+  }
+  if (why.ok() && peer_exited()) {
+    fail(Status::PeerFailed("the process exited (its pidfd said so before a copy into its mapped memory)"));
+    why = health();
   }
   auto req = new_request(name);
   req->bytes = len;
@@ -82,8 +96,9 @@ void ShmEndpoint::on_map_reply(const RecHdr& h) {
     why = std::string(reinterpret_cast<const char*>(payload(&h)), h.plen);
   } else {
     std::lock_guard lk(map_mu_);
-    if (pidfd_ < 0) pidfd_ = static_cast<int>(syscall(SYS_pidfd_open, peer_pid_.load(), 0));
-    int fd = pidfd_ < 0 ? -1 : static_cast<int>(syscall(SYS_pidfd_getfd, pidfd_, static_cast<int>(h.aux), 0));
+    if (pidfd_.load() < 0) pidfd_.store(static_cast<int>(syscall(SYS_pidfd_open, peer_pid_.load(), 0)));
+    const int pidfd = pidfd_.load();
+    int fd = pidfd < 0 ? -1 : static_cast<int>(syscall(SYS_pidfd_getfd, pidfd, static_cast<int>(h.aux), 0));
     if (fd < 0) {
       why = fmt::format("pidfd_getfd: {}", std::strerror(errno));
     } else {
