@@ -409,15 +409,12 @@ std::set<std::string> dev_shm_names() {
   return names;
 }
 
-TEST(P2pPeerFailure, KilledPeerFailsTheWriterFast) {
-  const auto shm_before = dev_shm_names();
-  FaultRun f = fault_run({"stream", "4194304"}, {"PODNET_PEER_TIMEOUT_MS=3000"}, SIGKILL, 0.3, "rank 0 error after");
-  // shm segments are memfds: a killed rank leaves nothing behind.
-  EXPECT_EQ(dev_shm_names(), shm_before) << describe(f);
+// A stream whose rank 1 was SIGKILLed: rank 0 reported it within `within_s`, naming rank 1.
+void expect_killed_peer_reported(const FaultRun& f, double within_s) {
   ASSERT_GT(f.pid1, 0) << "rank 1 never printed its pid\n" << describe(f);
   ASSERT_GE(f.t_signal, 0) << "the transfer never got going\n" << describe(f);
   ASSERT_GE(f.t_verdict, 0) << "rank 0 never reported the dead peer\n" << describe(f);
-  EXPECT_LT(f.detect_s(), 10) << describe(f);
+  EXPECT_LT(f.detect_s(), within_s) << describe(f);
   EXPECT_NE(f.verdict.find("peer-failed: "), std::string::npos) << describe(f);
   EXPECT_NE(f.verdict.find("rank 1"), std::string::npos) << describe(f);
   EXPECT_NE(f.outcome.err.find("rank 1 (pid " + std::to_string(f.pid1) + ")"), std::string::npos) << describe(f);
@@ -427,22 +424,23 @@ TEST(P2pPeerFailure, KilledPeerFailsTheWriterFast) {
   EXPECT_EQ(f.outcome.err.find("rank 0 (pid"), std::string::npos) << describe(f);
 }
 
+TEST(P2pPeerFailure, KilledPeerFailsTheWriterFast) {
+  const auto shm_before = dev_shm_names();
+  FaultRun f = fault_run({"stream", "4194304"}, {"PODNET_PEER_TIMEOUT_MS=3000"}, SIGKILL, 0.3, "rank 0 error after");
+  // shm segments are memfds: a killed rank leaves nothing behind.
+  EXPECT_EQ(dev_shm_names(), shm_before) << describe(f);
+  expect_killed_peer_reported(f, 10);
+}
+
 // Over shm a write into memory the peer allocated is a memcpy into a mapping that outlives
 // the peer: the writer must still learn of its death, not go on copying into orphan pages.
 TEST(P2pPeerFailure, KilledPeerFailsAMappedWriterFast) {
   FaultRun f =
       fault_run({"stream-alloc", "4194304"}, {"PODNET_PEER_TIMEOUT_MS=3000"}, SIGKILL, 0.3, "rank 0 error after");
-  ASSERT_GT(f.pid1, 0) << "rank 1 never printed its pid\n" << describe(f);
-  ASSERT_GE(f.t_signal, 0) << "the transfer never got going\n" << describe(f);
-  ASSERT_GE(f.t_verdict, 0) << "rank 0 never reported the dead peer\n" << describe(f);
   // The copies ask the peer's pidfd once a millisecond: milliseconds here. (Relying on the
-  // progress thread to see the hang-up while the writer kept its CPU took 2.5 s, with every
-  // write of those seconds reported done.)
-  EXPECT_LT(f.detect_s(), 1.0) << describe(f);
-  EXPECT_NE(f.verdict.find("peer-failed: "), std::string::npos) << describe(f);
-  EXPECT_NE(f.verdict.find("rank 1"), std::string::npos) << describe(f);
-  EXPECT_EQ(f.outcome.exit_code, 128 + SIGKILL) << describe(f);
-  EXPECT_EQ(f.outcome.err.find("rank 0 (pid"), std::string::npos) << describe(f);
+  // progress thread to see the hang-up while the writer kept its CPU took 2.5-3 s, with
+  // every write of those seconds reported done.)
+  expect_killed_peer_reported(f, 1.0);
 }
 
 TEST(P2pPeerFailure, FrozenPeerFailsTheWriterAfterThePeerTimeout) {

@@ -143,12 +143,18 @@ TEST(AllocatedMemory, BoundsAndRightsAreRefusedOnTheMappedPath) {
   EXPECT_TRUE(std::all_of(ro.data(), ro.data() + 4096, [](std::byte b) { return b == std::byte{0x5a}; }));
 }
 
-TEST(AllocatedMemory, WriteAfterTheTargetDeregisteredFailsWithTheReason) {
+// A page a writes into b's allocated page, with the mapping learned where there is one.
+struct PageWriter {
   Pair p = Pair::make();
-  auto src = p.a->allocate_memory(4096, Access::kNone).value();
-  auto dst = p.b->allocate_memory(4096, Access::kRemoteWrite).value();
+  MemoryRegion src = p.a->allocate_memory(4096, Access::kNone).value();
+  MemoryRegion dst = p.b->allocate_memory(4096, Access::kRemoteWrite).value();
   const RemoteKey key = dst.remote_key();
-  learn_mapping(p, src, key, 64);
+  PageWriter() { learn_mapping(p, src, key, 64); }
+};
+
+TEST(AllocatedMemory, WriteAfterTheTargetDeregisteredFailsWithTheReason) {
+  PageWriter w;
+  auto& [p, src, dst, key] = w;
   dst.deregister();
   for (int i = 0; i < 2; ++i) {  // the mapped path, then the ring path once the mapping is dropped
     Status st = p.ab->write(src, 0, key, 0, 64).wait(kWait);
@@ -159,11 +165,8 @@ TEST(AllocatedMemory, WriteAfterTheTargetDeregisteredFailsWithTheReason) {
 
 // A peer that went away is no target, even though its pages are still mapped here.
 TEST(AllocatedMemory, MappedWriteToAClosedPeerFails) {
-  Pair p = Pair::make();
-  auto src = p.a->allocate_memory(4096, Access::kNone).value();
-  auto dst = p.b->allocate_memory(4096, Access::kRemoteWrite).value();
-  const RemoteKey key = dst.remote_key();
-  learn_mapping(p, src, key, 64);
+  PageWriter w;
+  auto& [p, src, dst, key] = w;
   p.b.reset();  // the peer's context closes; the region stays registered in its registry
   const auto deadline = std::chrono::steady_clock::now() + kWait;
   while (p.ab->health().ok() && std::chrono::steady_clock::now() < deadline)
