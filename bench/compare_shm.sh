@@ -18,8 +18,9 @@ Compares, in one invocation, on this host:
       anchors: UCX_TLS=cma,posix,self ucx_perftest -t tag_bw (MB/s), and memcpy_bw
                (bench/anchors/memcpy_bw.cc: one thread copying between two buffers)
       targets: podnet / memcpy >= 0.8; podnet / UCX cma >= 1.0
-  - the same for write with `--alloc` (buffers from Context::allocate_memory: over shm a
-    one-sided write is then a memcpy through a mapping of the peer's memory, docs/shm.md)
+  - the same for write and send with `--alloc` (buffers from Context::allocate_memory: over
+    shm a one-sided write, or the receiver's copy of a large send, is then a memcpy through a
+    mapping of the peer's memory, docs/shm.md)
   - information only, where transparent huge pages are not 'never': write bandwidth with
     `podnet bench p2p --hugepages` beside `memcpy_bw --hugepages` (both buffers on 2 MiB pages)
 
@@ -129,6 +130,7 @@ for ((rep = 1; rep <= repeats; rep++)); do
     v=$(podnet_p2p -o write -m bw -s "$b" -n "$it" -w 10); record "write_bw_$b" podnet "$v"
     v=$(podnet_p2p -o send -m bw -s "$b" -n "$it" -w 10); record "send_bw_$b" podnet "$v"
     v=$(podnet_p2p -o write -m bw -s "$b" -n "$it" -w 10 --alloc); record "write_alloc_bw_$b" podnet "$v"
+    v=$(podnet_p2p -o send -m bw -s "$b" -n "$it" -w 10 --alloc); record "send_alloc_bw_$b" podnet "$v"
     if ((use_ucx)); then
       # Final: iters 50%ile avg overall bw-average(MB/s) bw-overall(MB/s) ...
       v=$(ucx cma,posix,self tag_bw "$b" "$it" | awk '{printf "%.3f", $7 * 1048576 / 1e9}'); record "bw_$b" ucx "$v"
@@ -153,7 +155,7 @@ rows = []
 p, u = med("lat8", "podnet"), med("lat8", "ucx")
 rows.append(("send lat 8B median [us]", "ucx tag_lat posix", p, u, "<=", 1.0))
 for b in map(int, sys.argv[2:]):
-    for op, label in (("write", "write"), ("send", "send"), ("write_alloc", "write --alloc")):
+    for op, label in (("write", "write"), ("send", "send"), ("write_alloc", "write --alloc"), ("send_alloc", "send --alloc")):
         p = med(f"{op}_bw_{b}", "podnet")
         rows.append((f"{label} BW {size(b)} [GB/s]", "memcpy 1 thread", p, med(f"bw_{b}", "memcpy"), ">=", 0.8))
         rows.append((f"{label} BW {size(b)} [GB/s]", "ucx tag_bw cma", p, med(f"bw_{b}", "ucx"), ">=", 1.0))

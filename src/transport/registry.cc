@@ -34,6 +34,16 @@ std::shared_ptr<RegionState> MemoryRegistry::find(uint64_t key) {
   return it == regions_.end() ? nullptr : it->second;
 }
 
+uint64_t MemoryRegistry::allocated_key(const void* p, size_t len) {
+  if (allocated_count_.load(std::memory_order_relaxed) == 0) return 0;
+  const auto a = reinterpret_cast<uintptr_t>(p);
+  std::shared_lock lk(mu_);
+  auto it = allocated_.upper_bound(a);
+  if (it == allocated_.begin()) return 0;
+  const RegionState& r = *std::prev(it)->second;
+  return a - std::prev(it)->first <= r.length && len <= r.length - (a - std::prev(it)->first) ? r.key : 0;
+}
+
 void MemoryRegistry::add_observer(RegionObserver* o) {
   std::lock_guard lk(observers_mu_);
   observers_.push_back(o);
@@ -66,6 +76,10 @@ Result<std::shared_ptr<RegionState>> MemoryRegistry::add(void* ptr, size_t len, 
     h.access = static_cast<uint32_t>(access);
   }
   regions_[r->key] = r;
+  if (r->mapped) {
+    allocated_[reinterpret_cast<uintptr_t>(r->base)] = r.get();
+    allocated_count_.store(allocated_.size(), std::memory_order_relaxed);
+  }
   return r;
 }
 
@@ -74,6 +88,10 @@ void MemoryRegistry::remove(RegionState& region) {
     std::unique_lock lk(mu_);
     if (!region.registered.exchange(false)) return;
     regions_.erase(region.key);
+    if (region.mapped) {
+      allocated_.erase(reinterpret_cast<uintptr_t>(region.base));
+      allocated_count_.store(allocated_.size(), std::memory_order_relaxed);
+    }
   }
   if (region.mapped) region.mapped->revoke();  // peers' mappings stop taking copies
   {

@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <shared_mutex>
@@ -92,6 +93,9 @@ class MemoryRegistry : public std::enable_shared_from_this<MemoryRegistry> {
   // The registered region of `key`, or nullptr (no pin: for transports whose hardware
   // enforces access once the region is registered with it).
   std::shared_ptr<RegionState> find(uint64_t key);
+  // The key of the allocated region (Context::allocate_memory) that holds [p, p+len), or 0:
+  // a peer that mapped that region can copy a message out of it itself (shm rendezvous).
+  uint64_t allocated_key(const void* p, size_t len);
   void add_observer(RegionObserver* o);
   void remove_observer(RegionObserver* o);  // waits for a running on_remove() to return
   // RegionState::device_handle belongs to the first transport that asks (true for it);
@@ -109,6 +113,8 @@ class MemoryRegistry : public std::enable_shared_from_this<MemoryRegistry> {
   uint64_t owner_;
   std::shared_mutex mu_;
   std::unordered_map<uint64_t, std::shared_ptr<RegionState>> regions_;
+  std::map<uintptr_t, RegionState*> allocated_;  // registered allocated regions by base address
+  std::atomic<size_t> allocated_count_{0};        // allocated_.size(), read without the lock
   uint64_t next_ = 0;
   std::mutex observers_mu_;  // held while observers run
   std::vector<RegionObserver*> observers_;

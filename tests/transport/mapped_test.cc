@@ -87,6 +87,28 @@ TEST(AllocatedMemory, WritesAndReadsLandIntactOnBothPaths) {
   }
 }
 
+// Rendezvous sends out of allocated memory (over shm the receiver copies them out of its
+// mapping once learned; sizes past the split threshold too), and the sender's buffer reused.
+TEST(AllocatedMemory, LargeSendsFromAllocatedMemoryArriveIntact) {
+  Pair p = Pair::make();
+  constexpr size_t kLen = 3 << 20;
+  auto src = p.a->allocate_memory(kLen, Access::kNone).value();
+  std::vector<std::byte> dst(kLen);
+  uint32_t seed = 40;
+  for (int round = 0; round < 3; ++round) {  // the first sends teach the receiver the mapping
+    for (size_t len : {size_t{40000}, size_t{(1 << 20) + 5}, kLen - 4096}) {
+      const size_t off = (kLen - len) / 2;
+      auto pat = pattern(len, seed++);
+      std::memcpy(src.data() + off, pat.data(), len);
+      Request r = p.ba->recv(dst.data(), dst.size(), 7);
+      ASSERT_TRUE(p.ab->send(src.data() + off, len, 7).wait(kWait).ok());
+      ASSERT_TRUE(r.wait(kWait).ok());
+      EXPECT_EQ(r.bytes(), len);
+      ASSERT_EQ(std::memcmp(dst.data(), pat.data(), len), 0) << len << " bytes, round " << round;
+    }
+  }
+}
+
 // A notification after mapped writes still follows their data.
 TEST(AllocatedMemory, WriteNotifyFollowsMappedWrites) {
   Pair p = Pair::make();
@@ -158,6 +180,14 @@ TEST(AllocatedMemory, WriteAfterTheTargetDeregisteredFailsWithTheReason) {
   dst.deregister();
   for (int i = 0; i < 2; ++i) {  // the mapped path, then the ring path once the mapping is dropped
     Status st = p.ab->write(src, 0, key, 0, 64).wait(kWait);
+    if (p.ab->transport() == "verbs") {
+      // The target's revocation reaches the initiator's key cache asynchronously (docs/verbs.md):
+      // a write right after deregister() may reach the NIC, which refuses it and breaks the QP.
+      EXPECT_TRUE(st.message().find("deregistered") != std::string::npos ||
+                  st.message().find("remote access error") != std::string::npos)
+          << st.to_string();
+      continue;
+    }
     EXPECT_EQ(st.code(), Code::kAccessDenied) << st.to_string();
     EXPECT_NE(st.message().find("deregistered"), std::string::npos) << st.message();
   }

@@ -10,15 +10,16 @@
 namespace podnet::shm {
 
 void ShmEndpoint::pull_rendezvous(detail::PostedRecv recv, uint64_t seq, size_t len, uint64_t tag, bool split) {
-  uint64_t src = 0;
+  RtsSource from;
   {
     std::lock_guard lk(mu_);
     auto it = rts_src_.find(seq);
     if (it != rts_src_.end()) {
-      src = it->second;
+      from = it->second;
       rts_src_.erase(it);
     }
   }
+  const uint64_t src = from.addr;
   RecHdr h{};
   h.seq = seq;
   if (len > recv.capacity) {
@@ -29,10 +30,20 @@ void ShmEndpoint::pull_rendezvous(detail::PostedRecv recv, uint64_t seq, size_t 
   }
   recv.req->bytes = len;
   recv.req->tag = tag;
+  // The payload in a region of the sender's that this side mapped: one memcpy from the
+  // mapping, all of it (a split's sender then pushes nothing).
+  std::shared_ptr<detail::PeerMapping> mapped;
+  if (from.region != 0) {
+    if (Channel* out = out_raw_.load(std::memory_order_acquire)) mapped = mapping_for(*out, from.region);
+    if (mapped && (mapped->revoked() || !detail::check_remote_range(from.region, mapped->data_addr(), mapped->length(),
+                                                                     Access::kNone, src, len, Access::kNone)
+                                             .ok()))
+      mapped.reset();
+  }
   size_t mine = len;
   if (split) {
-    // The sender pushes [half, len) while we pull [0, half).
-    mine = (len / 2 + 4095) & ~size_t{4095};
+    // The sender pushes [mine, len) while we pull [0, mine).
+    if (!mapped) mine = (len / 2 + 4095) & ~size_t{4095};
     recv.req->set_parts(2);
     {
       std::lock_guard lk(mu_);
@@ -50,7 +61,9 @@ void ShmEndpoint::pull_rendezvous(detail::PostedRecv recv, uint64_t seq, size_t 
       post(*ch, std::move(op));
     }
   }
-  Status st = cross_copy(peer_pid_.load(), recv.buf, src, mine, /*into_peer=*/false);
+  Status st;
+  if (mapped) std::memcpy(recv.buf, mapped->at(src), mine);
+  else st = cross_copy(peer_pid_.load(), recv.buf, src, mine, /*into_peer=*/false);
   if (split) recv.req->part_done(st.ok() ? st : op_failure(*recv.req, st));
   else recv.req->complete(st.ok() ? st : op_failure(*recv.req, st));
   reply(h, Rec::kFin, st, kLast);

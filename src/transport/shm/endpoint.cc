@@ -204,6 +204,7 @@ ShmEndpoint::Req ShmEndpoint::send(const void* buf, size_t len, uint64_t tag) {
     op.hdr = hdr;
     op.hdr.type = Rec::kRts;
     op.hdr.aux = reinterpret_cast<uint64_t>(buf);
+    if (transport_->options().map) op.hdr.imm = transport_->registry().allocated_key(buf, len);
     if (ch->cma_push() && len >= transport_->options().split_min) {
       op.hdr.flags |= kSplit;
       req->set_parts(2);  // our push, and the receiver's kFin
@@ -309,7 +310,7 @@ void ShmEndpoint::on_request(const RecHdr& h) {
       msg->rdv_id = h.seq;
       {
         std::lock_guard lk(mu_);
-        rts_src_[h.seq] = h.aux;
+        rts_src_[h.seq] = RtsSource{h.aux, h.imm};
       }
       msg->split = (h.flags & kSplit) != 0;
       if (auto posted = matcher_.match_incoming(msg))

@@ -10,7 +10,9 @@
 //              and acks, or replies with kReadData fragments.
 //   send       <= eager max: kSend fragments (copied out of the ring at the receiver);
 //              larger: kRts; once a receive matches, the receiver pulls the payload with
-//              process_vm_readv straight into the receive buffer and replies kFin.
+//              process_vm_readv straight into the receive buffer and replies kFin. When the
+//              payload lies in memory the sender allocated (kRts imm = the region's key) and
+//              the receiver mapped that region (see mapped), the pull is a memcpy.
 //              From PODNET_SHM_SPLIT_MIN, when each side may write the other's memory
 //              (kSplit): the receiver replies kCts with its buffer, then pulls the first half
 //              while the sender pushes the second (process_vm_writev) and says kPushDone:
@@ -145,7 +147,12 @@ class ShmEndpoint : public detail::TransportEndpoint, public std::enable_shared_
   mutable std::mutex mu_;  // ops_, sends_, rts_src_, failed_
   std::unordered_map<uint64_t, Op> ops_;          // writes and reads waiting for replies
   std::unordered_map<uint64_t, Op> sends_;        // rendezvous sends waiting for kFin
-  std::unordered_map<uint64_t, uint64_t> rts_src_;  // announced rendezvous: seq -> sender address
+  // Announced rendezvous: seq -> the sender's address, and the key of the allocated region
+  // that holds it (0: none).
+  struct RtsSource {
+    uint64_t addr = 0, region = 0;
+  };
+  std::unordered_map<uint64_t, RtsSource> rts_src_;
   // Split rendezvous receives waiting for the sender's half (kPushDone).
   std::unordered_map<uint64_t, std::shared_ptr<detail::RequestState>> split_recvs_;
   std::unordered_map<uint64_t, SplitOp> split_ops_;  // split writes and reads (target side)

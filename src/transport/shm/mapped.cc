@@ -109,7 +109,7 @@ void ShmEndpoint::on_map_reply(const RecHdr& h) {
     }
   }
   if (mapping)
-    PODNET_INFO(kNet, "mapped the region of key {:#x} of {} ({} bytes): one-sided operations on it are copies",
+    PODNET_INFO(kNet, "mapped the region of key {:#x} of {} ({} bytes): operations on it are copies here",
                 h.key, peer_name(), mapping->length());
   else
     PODNET_INFO(kNet, "region of key {:#x} of {} stays on the ring: {}", h.key, peer_name(), why);
