@@ -67,6 +67,11 @@ if has p2p; then
     run_suite "p2p_${op}_check" 180 env PODNET_TRANSPORT=verbs "$podnet" run -n 2 -- \
       "$podnet" bench p2p -o "$op" -s 1M -n 20 --check
   done
+  # Memory podnet allocated (a shared memfd mapping) registered with the NIC like any other.
+  for op in write read; do
+    run_suite "p2p_alloc_${op}_check" 180 env PODNET_TRANSPORT=verbs "$podnet" run -n 2 -- \
+      "$podnet" bench p2p -o "$op" -s 1M -n 20 --check --alloc
+  done
   # Unequal PODNET_VERBS_QPS (rank 0 offers 4, rank 1 accepts 2): the pair stripes over 2,
   # and write_notify's data is checked the moment its notification arrives (lat mode).
   for mode in write_notify:lat write_notify:bw read:bw send:bw; do
