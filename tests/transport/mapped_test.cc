@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <fstream>
+#include <string>
 #include <thread>
 
 #include "pair.h"
@@ -191,6 +193,32 @@ TEST(AllocatedMemory, WriteAfterTheTargetDeregisteredFailsWithTheReason) {
     EXPECT_EQ(st.code(), Code::kAccessDenied) << st.to_string();
     EXPECT_NE(st.message().find("deregistered"), std::string::npos) << st.message();
   }
+}
+
+// Mappings of /memfd:podnet-region in this process (both contexts of a Pair live here).
+int region_mappings() {
+  std::ifstream maps("/proc/self/maps");
+  int n = 0;
+  for (std::string line; std::getline(maps, line);) n += line.find("/memfd:podnet-region") != std::string::npos;
+  return n;
+}
+
+// Once the owner frees a region, the peer unmaps it too (within a tick), without touching
+// the key again: a long job that allocates and frees must not pile up mapped pages.
+TEST(AllocatedMemory, PeerUnmapsARegionItsOwnerFreed) {
+  Pair p = Pair::make();
+  if (!over_mapped_shm(p)) GTEST_SKIP() << "no mappings: not over shm with cross-memory attach";
+  const int before = region_mappings();
+  auto src = p.a->allocate_memory(4096, Access::kNone).value();
+  {
+    auto dst = p.b->allocate_memory(1 << 20, Access::kRemoteWrite).value();
+    ASSERT_TRUE(learn_mapping(p, src, dst.remote_key(), 64));
+    EXPECT_EQ(region_mappings(), before + 4) << "src and dst by their owners, dst's header and data by a";
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (region_mappings() > before + 1 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_EQ(region_mappings(), before + 1) << "only src should be left";
 }
 
 // A peer that went away is no target, even though its pages are still mapped here.

@@ -484,6 +484,7 @@ void ShmEndpoint::check_liveness(Channel& ch, Liveness& l, int64_t now, const ch
 }
 
 void ShmEndpoint::tick(int64_t now) {
+  drop_revoked_mappings();
   if (failed_flag_.load(std::memory_order_acquire)) return;
   Channel* o = out_raw_.load(std::memory_order_acquire);
   Channel* i = in_raw_.load(std::memory_order_acquire);

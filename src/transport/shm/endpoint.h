@@ -130,6 +130,9 @@ class ShmEndpoint : public detail::TransportEndpoint, public std::enable_shared_
   // The operation as a memcpy through the mapping; null when it must take the ring instead.
   Req copy_mapped(const char* name, const std::shared_ptr<detail::PeerMapping>& m, std::byte* local,
                   uint64_t addr, size_t len, bool read);
+  // Unmaps the regions their owner deregistered (every tick): a mapping of a freed region
+  // would otherwise hold its pages until this side happened to touch the key again.
+  void drop_revoked_mappings();
   void on_map_request(const RecHdr& h);
   void on_map_reply(const RecHdr& h);
 

@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <vector>
 
 #include "base/clock.h"
 #include "base/log.h"
@@ -69,6 +70,21 @@ ShmEndpoint::Req ShmEndpoint::copy_mapped(const char* name, const std::shared_pt
   else std::memcpy(m->at(addr), local, len);
   req->complete(Status::Ok());
   return req;
+}
+
+void ShmEndpoint::drop_revoked_mappings() {
+  std::vector<std::shared_ptr<detail::PeerMapping>> gone;  // unmapped after the lock
+  std::lock_guard lk(map_mu_);
+  for (auto it = maps_.begin(); it != maps_.end();) {
+    // A revoked key never comes back (keys are unique): forget it, so that the table does
+    // not grow with every region a long job allocates and frees.
+    if (it->second && it->second->revoked()) {
+      gone.push_back(std::move(it->second));
+      it = maps_.erase(it);
+    } else {
+      ++it;
+    }
+  }
 }
 
 void ShmEndpoint::on_map_request(const RecHdr& h) {
