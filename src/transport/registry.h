@@ -84,7 +84,8 @@ class MemoryRegistry : public std::enable_shared_from_this<MemoryRegistry> {
   // `mapped`: podnet allocated the memory (the key gets kMappableKeyBit).
   Result<std::shared_ptr<RegionState>> add(void* ptr, size_t len, Access access,
                                            std::unique_ptr<MappedMemory> mapped = nullptr);
-  // Removes the key (and revokes peers' mappings of allocated memory), then waits until no remote operation uses the region.
+  // Removes the key (and revokes peers' mappings of allocated memory), then waits until no
+  // remote operation uses the region.
   void remove(RegionState& region);
   // Target side: validates a remote operation on [addr, addr+len) and pins the region.
   // The error says exactly what was wrong (unknown key, bounds, rights).
