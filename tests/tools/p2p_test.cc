@@ -155,6 +155,15 @@ TEST_P(BenchP2pAlloc, EveryPayloadArrivesIntact) {
   expect_report(l, op, "lat", size, 200);
 }
 
+// PODNET_SHM_MAP=0: allocated memory takes the ring and cross-memory paths like any other.
+TEST(BenchP2pAllocNoMap, TheKnobKeepsAllocatedMemoryOffTheMappedPath) {
+  for (const char* op : {"write", "send"}) {
+    BenchRun b = bench(op, "bw", 100000, 100, 5, {"PODNET_LOG=info", "PODNET_SHM_MAP=0"}, {"--alloc"});
+    expect_report(b, op, "bw", 100000, 100);
+    EXPECT_EQ(b.outcome.err.find("mapped the region of key"), std::string::npos) << describe(b.outcome);
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Ops, BenchP2pAlloc,
                          ::testing::Combine(::testing::Values("write", "read", "send", "write_notify"),
                                             ::testing::Values(1, 4095, 100000, (1u << 20) + 7)),
