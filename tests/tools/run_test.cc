@@ -329,6 +329,28 @@ TEST(Run, HelpExplainsOptionsAndEnvironment) {
     EXPECT_NE(o.out.find(word), std::string::npos) << "help does not mention " << word << "\n" << o.out;
 }
 
+// Every usage error exits 2 with CLI11's message (docs/cli.md), not CLI11's own codes.
+TEST(Cli, UsageErrorsExitTwoAndSayWhy) {
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"bench", "p2p", "--window", "0"}, "--window"},            // out of range
+      {{"bench", "p2p", "--alloc", "--hugepages"}, "excludes"},   // excluded options
+      {{"bench", "p2p", "-o", "bogus"}, "bogus"},                 // not one of the choices
+      {{"bench", "p2p", "--no-such-option"}, "no-such-option"},   // unknown option
+      {{"no-such-command"}, "subcommand"},                        // unknown subcommand
+      {{}, "subcommand"},                                          // none given
+  };
+  for (const auto& [args, says] : cases) {
+    Outcome o = podnet(args);
+    EXPECT_EQ(o.exit_code, 2) << describe(o);
+    EXPECT_NE(o.err.find(says), std::string::npos) << describe(o);
+  }
+  const std::vector<std::vector<std::string>> fine = {{"--help"}, {"--version"}, {"bench", "p2p", "--help"}};
+  for (const auto& args : fine) {
+    Outcome o = podnet(args);
+    EXPECT_EQ(o.exit_code, 0) << describe(o);
+  }
+}
+
 bool in_path(const std::string& name) {
   const char* path = getenv("PATH");
   std::istringstream dirs(path != nullptr ? path : "");

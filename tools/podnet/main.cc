@@ -19,6 +19,13 @@ int main(int argc, char** argv) {
   podnet::tool::add_bench_command(app);
   podnet::tool::add_tune_command(app);
   podnet::tool::add_lab_command(app);
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // --help and --version exit 0; every usage error exits 2, as docs/cli.md says (CLI11's
+    // own codes, 105 for a value out of range or 108 for excluded options, mean nothing to
+    // a launcher script).
+    return app.exit(e) == 0 ? 0 : 2;
+  }
   return podnet::tool::g_exit_code;
 }
