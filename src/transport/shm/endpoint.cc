@@ -123,9 +123,9 @@ ShmEndpoint::Req ShmEndpoint::write(const detail::RegionState& local, size_t loc
   Channel* ch = out_raw_.load(std::memory_order_acquire);
   if (!ch) return failed_request(name, Status::Unavailable("not connected"));
   const std::byte* src = local.base + local_off;
-  if (imm == nullptr && (remote.key & detail::kMappableKeyBit) != 0) {
-    if (auto m = mapping_for(*ch, remote.key))
-      if (Req r = copy_mapped(name, m, const_cast<std::byte*>(src), remote.addr + remote_off, len, false)) return r;
+  if (imm == nullptr) {
+    if (Req r = copy_mapped(*ch, name, remote.key, remote.addr + remote_off, const_cast<std::byte*>(src), len, false))
+      return r;
   }
   auto req = new_request(name);
   req->bytes = len;
@@ -159,10 +159,7 @@ ShmEndpoint::Req ShmEndpoint::read(const detail::RegionState& local, size_t loca
   Channel* ch = out_raw_.load(std::memory_order_acquire);
   if (!ch) return failed_request("read", Status::Unavailable("not connected"));
   std::byte* dst = local.base + local_off;
-  if ((remote.key & detail::kMappableKeyBit) != 0) {
-    if (auto m = mapping_for(*ch, remote.key))
-      if (Req r = copy_mapped("read", m, dst, remote.addr + remote_off, len, true)) return r;
-  }
+  if (Req r = copy_mapped(*ch, "read", remote.key, remote.addr + remote_off, dst, len, true)) return r;
   auto req = new_request("read");
   req->bytes = len;
   if (Status why = track(req->seq(), Op{req, dst, len, /*read=*/true}); !why.ok()) {

@@ -127,9 +127,11 @@ class ShmEndpoint : public detail::TransportEndpoint, public std::enable_shared_
   // Mapped regions (mapped.cc). The mapping of `key` once learned, else null (asks the peer
   // for it the first time the key is seen).
   std::shared_ptr<detail::PeerMapping> mapping_for(Channel& ch, uint64_t key);
-  // The operation as a memcpy through the mapping; null when it must take the ring instead.
-  Req copy_mapped(const char* name, const std::shared_ptr<detail::PeerMapping>& m, std::byte* local,
-                  uint64_t addr, size_t len, bool read);
+  // The operation as a memcpy through the mapping of the peer's region `key`; null when it
+  // must take the ring instead (not an allocated region, not mapped yet, or an earlier
+  // operation still on the ring).
+  Req copy_mapped(Channel& ch, const char* name, uint64_t key, uint64_t addr, std::byte* local, size_t len,
+                  bool read);
   // Unmaps the regions their owner deregistered (every tick): a mapping of a freed region
   // would otherwise hold its pages until this side happened to touch the key again.
   void drop_revoked_mappings();

@@ -38,8 +38,11 @@ bool ShmEndpoint::peer_exited() {
   return p.fd >= 0 && ::poll(&p, 1, 0) == 1;  // a pidfd turns readable when the process exits
 }
 
-ShmEndpoint::Req ShmEndpoint::copy_mapped(const char* name, const std::shared_ptr<detail::PeerMapping>& m,
-                                          std::byte* local, uint64_t addr, size_t len, bool read) {
+ShmEndpoint::Req ShmEndpoint::copy_mapped(Channel& ch, const char* name, uint64_t key, uint64_t addr,
+                                          std::byte* local, size_t len, bool read) {
+  if ((key & detail::kMappableKeyBit) == 0) return nullptr;
+  const std::shared_ptr<detail::PeerMapping> m = mapping_for(ch, key);
+  if (!m) return nullptr;
   Status why;
   {
     std::lock_guard lk(mu_);
