@@ -270,19 +270,39 @@ Status shm_alltoall(Call& c, Arena& a, const void* send, void* recv, size_t coun
 namespace {
 
 // The cma algorithms post an address of this rank's memory for call s, and read the peers'.
-Status post_address(Call& c, Arena& a, uint32_t s, const void* p) {
+// Beside the address goes the key of the region this rank allocated around it
+// (Context::allocate_memory; 0 for other memory): a peer that maps that region copies with
+// memcpy instead of a cross-memory copy (put_to_peer and get_from_peer below).
+struct Posted {
+  uint64_t addr = 0, key = 0;
+};
+
+Status post_address(Call& c, Arena& a, uint32_t s, const void* p, size_t len) {
   PODNET_RETURN_IF_ERROR(a.wait_writable(c, s));
-  const auto addr = reinterpret_cast<uint64_t>(p);
-  std::memcpy(a.slot(c.rank(), s, sizeof addr), &addr, sizeof addr);
-  a.post(c, s, sizeof addr);
+  const Posted mine{reinterpret_cast<uint64_t>(p), c.allocated_key(p, len)};
+  std::memcpy(a.slot(c.rank(), s, sizeof mine), &mine, sizeof mine);
+  a.post(c, s, sizeof mine);
   return {};
 }
 
-Result<uint64_t> posted_address(Call& c, Arena& a, int r, uint32_t s) {
-  PODNET_ASSIGN_OR_RETURN(const std::byte* p, a.wait_posted(c, r, s, sizeof(uint64_t)));
-  uint64_t addr = 0;
-  std::memcpy(&addr, p, sizeof addr);
-  return addr;
+Result<Posted> posted_address(Call& c, Arena& a, int r, uint32_t s) {
+  PODNET_ASSIGN_OR_RETURN(const std::byte* p, a.wait_posted(c, r, s, sizeof(Posted)));
+  Posted theirs;
+  std::memcpy(&theirs, p, sizeof theirs);
+  return theirs;
+}
+
+// `bytes` from this rank's `from` to rank r's address `at`, inside what r posted as `to`.
+// Through the mapping of r's allocated region where this rank has one (the first call that
+// meets the region asks r for it: later ones copy through it), else one process_vm_writev.
+Status put_to_peer(Call& c, Arena& a, int r, const Posted& to, uint64_t at, const void* from, size_t bytes) {
+  if (c.copy_mapped(r, to.key, at, const_cast<void*>(from), bytes, /*read=*/false)) return {};
+  return a.write_peer(c, r, at, from, bytes);
+}
+
+Status get_from_peer(Call& c, Arena& a, int r, const Posted& from, uint64_t at, void* to, size_t bytes) {
+  if (c.copy_mapped(r, from.key, at, to, bytes, /*read=*/true)) return {};
+  return a.read_peer(c, r, to, at, bytes);
 }
 
 // cma allreduce: bytes of a peer's block read per process_vm_readv into a scratch buffer,
@@ -305,13 +325,13 @@ constexpr size_t kCmaPiece = 1024 * 1024;
 // ranks, allgather 1 MiB, four interleaved rounds, 50.3-54.5 against 57.2-68.1 us).
 // write(r, to): writes rank r's part, given the address of the output r posted.
 template <typename OwnPart, typename Write>
-Status cma_exchange(Call& c, Arena& a, void* out, OwnPart&& own_part, Write&& write) {
+Status cma_exchange(Call& c, Arena& a, void* out, size_t out_bytes, OwnPart&& own_part, Write&& write) {
   const int n = c.size(), me = c.rank();
   const uint32_t s = a.begin(0);
-  PODNET_RETURN_IF_ERROR(post_address(c, a, s, out));
+  PODNET_RETURN_IF_ERROR(post_address(c, a, s, out, out_bytes));
   for (int k = 1; k < n; ++k) {
     const int r = (me + k) % n;  // not everyone to rank 0 first
-    PODNET_ASSIGN_OR_RETURN(uint64_t to, posted_address(c, a, r, s));
+    PODNET_ASSIGN_OR_RETURN(Posted to, posted_address(c, a, r, s));
     PODNET_RETURN_IF_ERROR(write(r, to));
   }
   a.saw_all(s);
@@ -333,8 +353,8 @@ Status cma_allgather(Call& c, Arena& a, const void* send, void* recv, size_t cou
   if (inside && own != in && bytes > 0) std::memmove(own, in, bytes);
   const std::byte* src = inside ? own : in;
   return cma_exchange(
-      c, a, recv, [&] { copy(own, src, bytes); },
-      [&](int r, uint64_t to) { return a.write_peer(c, r, to + c.rank() * bytes, src, bytes); });
+      c, a, recv, c.size() * bytes, [&] { copy(own, src, bytes); },
+      [&](int r, const Posted& to) { return put_to_peer(c, a, r, to, to.addr + c.rank() * bytes, src, bytes); });
 }
 
 Status cma_alltoall(Call& c, Arena& a, const void* send, void* recv, size_t count) {
@@ -349,8 +369,8 @@ Status cma_alltoall(Call& c, Arena& a, const void* send, void* recv, size_t coun
     src = saved;
   }
   return cma_exchange(
-      c, a, recv, [&] { copy(B(recv) + me * bytes, src + me * bytes, bytes); },
-      [&](int r, uint64_t to) { return a.write_peer(c, r, to + me * bytes, src + r * bytes, bytes); });
+      c, a, recv, n * bytes, [&] { copy(B(recv) + me * bytes, src + me * bytes, bytes); },
+      [&](int r, const Posted& to) { return put_to_peer(c, a, r, to, to.addr + me * bytes, src + r * bytes, bytes); });
 }
 
 Status cma_allreduce(Call& c, Arena& a, const void* send, void* recv, size_t count) {
@@ -364,12 +384,12 @@ Status cma_allreduce(Call& c, Arena& a, const void* send, void* recv, size_t cou
   const size_t my_off = block_off(count, n, me), my_cnt = block_cnt(count, n, me);
   const auto* in = static_cast<const std::byte*>(send);
   std::byte* out = B(recv);
-  std::vector<uint64_t> from(n, 0);
+  std::vector<Posted> from(n);
   // Phase 1: every rank posts its input; this rank folds the peers' block `me` into its
   // own. In place, the peers read blocks of this rank's buffer that it does not write
   // until they have posted phase 2 (so they are done reading).
   const uint32_t s1 = a.begin(0);
-  PODNET_RETURN_IF_ERROR(post_address(c, a, s1, send));
+  PODNET_RETURN_IF_ERROR(post_address(c, a, s1, send, count * es));
   for (int k = 1; k < n; ++k) {
     const int r = (me + k) % n;
     PODNET_ASSIGN_OR_RETURN(from[r], posted_address(c, a, r, s1));
@@ -382,7 +402,7 @@ Status cma_allreduce(Call& c, Arena& a, const void* send, void* recv, size_t cou
     const size_t cnt = std::min(piece, my_cnt - done), at = (my_off + done) * es;
     for (int k = 1; k < n; ++k) {
       const int r = (me + k) % n;
-      PODNET_RETURN_IF_ERROR(a.read_peer(c, r, bounce, from[r] + at, cnt * es));
+      PODNET_RETURN_IF_ERROR(get_from_peer(c, a, r, from[r], from[r].addr + at, bounce, cnt * es));
       // The own input first: in place it is the output, read before it is written.
       if (k == 1)
         c.reduce3(out + at, in + at, bounce, cnt);
@@ -394,12 +414,12 @@ Status cma_allreduce(Call& c, Arena& a, const void* send, void* recv, size_t cou
   a.finish(s1);
   // Phase 2: every rank posts its output; this rank reads the peers' reduced blocks.
   const uint32_t s2 = a.begin(0);
-  PODNET_RETURN_IF_ERROR(post_address(c, a, s2, recv));
+  PODNET_RETURN_IF_ERROR(post_address(c, a, s2, recv, count * es));
   for (int k = 1; k < n; ++k) {
     const int r = (me + k) % n;
-    PODNET_ASSIGN_OR_RETURN(uint64_t o, posted_address(c, a, r, s2));
+    PODNET_ASSIGN_OR_RETURN(Posted o, posted_address(c, a, r, s2));
     const size_t at = block_off(count, n, r) * es;
-    PODNET_RETURN_IF_ERROR(a.read_peer(c, r, out + at, o + at, block_cnt(count, n, r) * es));
+    PODNET_RETURN_IF_ERROR(get_from_peer(c, a, r, o, o.addr + at, out + at, block_cnt(count, n, r) * es));
   }
   a.saw_all(s2);
   a.finish(s2);

@@ -183,6 +183,12 @@ void Call::reduce3(void* out, const void* a, const void* b, size_t count) const 
   coll::reduce3(op_, dtype_, out, a, b, count);
 }
 
+uint64_t Call::allocated_key(const void* p, size_t len) { return comm_.allocated_key(p, len); }
+
+bool Call::copy_mapped(int peer, uint64_t key, uint64_t addr, void* local, size_t len, bool read) {
+  return comm_.copy_mapped(peer, key, addr, local, len, read);
+}
+
 std::byte* Call::scratch(size_t bytes, int which) { return comm_.scratch(bytes, which); }
 
 }  // namespace podnet::detail

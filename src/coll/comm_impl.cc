@@ -7,6 +7,8 @@
 #include "base/log.h"
 #include "coll/algorithms.h"
 #include "coll/tuner.h"
+#include "xfer/context_impl.h"
+#include "xfer/endpoint_impl.h"
 #include "xfer/world.h"
 
 namespace podnet {
@@ -402,6 +404,18 @@ Status CommImpl::reduce(const void* send, void* recv, size_t count, DataType t, 
     if (a == "shm") return algo::shm_reduce(c, *arena_, send, recv, count, root);
     return algo::reduce_binomial(c, send, recv, count, root);
   });
+}
+
+uint64_t CommImpl::allocated_key(const void* p, size_t len) {
+  // ContextImpl and EndpointImpl are the only implementations of Context and Endpoint.
+  return static_cast<ContextImpl&>(world_.context()).allocated_key(p, len);
+}
+
+bool CommImpl::copy_mapped(int r, uint64_t key, uint64_t addr, void* local, size_t len, bool read) {
+  if (key == 0 || !connected(r)) return false;
+  if (!static_cast<EndpointImpl&>(peer(r)).copy_mapped_now(key, addr, local, len, read)) return false;
+  mapped_copies_.fetch_add(1, std::memory_order_relaxed);
+  return true;
 }
 
 Status CommImpl::broadcast(void* buf, size_t count, DataType t, int root) { return broadcast(buf, buf, count, t, root); }

@@ -92,6 +92,15 @@ class CommImpl final : public Communicator {
   std::string_view pick(Collective c, size_t bytes);    // choose(), remembered per collective
   std::string_view choose(Collective c, size_t bytes);  // the override, the arena, or the tuner
   Arena* arena() { return arena_.get(); }
+  // Memory this rank allocated with Context::allocate_memory that holds [p, p + len): its
+  // key (what the arena posts beside an address), else 0.
+  uint64_t allocated_key(const void* p, size_t len);
+  // A copy to or from rank r's allocated region `key` through this rank's mapping of it
+  // (TransportEndpoint::copy_mapped_now): true when done, false when the caller must copy
+  // another way.
+  bool copy_mapped(int r, uint64_t key, uint64_t addr, void* local, size_t len, bool read);
+  // How many copies copy_mapped made (for tests and diagnostics).
+  uint64_t mapped_copies() const { return mapped_copies_.load(std::memory_order_relaxed); }
 
  private:
   // Runs `body` (Status(Call&)) as one call: sequencing, error context, algorithm bookkeeping.
@@ -145,6 +154,7 @@ class CommImpl final : public Communicator {
   std::condition_variable q_cv_;
   std::deque<std::pair<std::function<Status()>, std::shared_ptr<WorkState>>> queue_;
   bool busy_ = false;
+  std::atomic<uint64_t> mapped_copies_{0};
   std::atomic<int> inflight_{0};  // queued or running non-blocking calls: the fast path skips the lock
   bool stop_ = false;
   std::thread worker_;

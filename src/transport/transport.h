@@ -51,6 +51,17 @@ class TransportEndpoint {
     (void)deadline_ns;
     return {};
   }
+  // For layers that keep their own order with the peer (the collectives' shared arena): when
+  // the peer allocated the memory of `key` (Context::allocate_memory) and this side already
+  // maps it, copies `len` bytes between `local` and the peer's address `addr` with memcpy
+  // (`read`: from the peer) and returns true, at once. False, with nothing copied, where the
+  // transport cannot: no mapping (the first call asks the peer for one, so a later call may
+  // succeed), a revoked region, a range outside it, rights it does not grant. Unlike
+  // write()/read() this does not wait for earlier operations on the endpoint.
+  virtual bool copy_mapped_now(uint64_t key, uint64_t addr, void* local, size_t len, bool read) {
+    (void)key, (void)addr, (void)local, (void)len, (void)read;
+    return false;
+  }
 };
 
 class Transport {

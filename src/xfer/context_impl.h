@@ -49,6 +49,9 @@ class ContextImpl final : public Context {
   // A caller that polls drives progress itself: the background thread stays parked meanwhile
   // (as while a thread waits), instead of competing with it for the CPU and the completions.
   void progress() override { engine_->drive(); }
+  // Internal (the collectives): the key of the region this process allocated
+  // (allocate_memory) that holds [p, p + len), or 0.
+  uint64_t allocated_key(const void* p, size_t len) const { return registry_->allocated_key(p, len); }
 
  private:
   ContextImpl() = default;

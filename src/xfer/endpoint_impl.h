@@ -31,6 +31,10 @@ class EndpointImpl final : public Endpoint {
   size_t cancel_recvs(uint64_t tag, uint64_t tag_mask) override { return te_->cancel_recvs(tag, tag_mask); }
   Status health() const override { return te_->health(); }
   Status wait_connected(int64_t deadline_ns) { return te_->wait_connected(deadline_ns); }
+  // Internal (the collectives' arena): TransportEndpoint::copy_mapped_now.
+  bool copy_mapped_now(uint64_t key, uint64_t addr, void* local, size_t len, bool read) {
+    return te_->copy_mapped_now(key, addr, local, len, read);
+  }
 
  private:
   Request rejected(const char* op, Status why);

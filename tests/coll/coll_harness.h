@@ -47,6 +47,7 @@ class Pod {
   }
   int size() const { return n_; }
   Communicator& comm(int r) { return *comms_[r]; }
+  World& world(int r) { return *worlds_[r]; }
   // Runs fn(rank) on every rank at once.
   void run(const std::function<void(int)>& fn) {
     std::vector<std::thread> ts;

@@ -220,6 +220,35 @@ TEST(BenchColl, DirectReadsBetweenProcessesAndTheirFallback) {
   }
 }
 
+// --alloc: both buffers from Context::allocate_memory. Every collective checks out over
+// shm (where the arena's direct copies go through the peers' mappings: with PODNET_LOG=info
+// each rank logs the regions it mapped) and over tcp (ordinary memory there); the header and
+// the JSON say so.
+TEST(BenchColl, AllocatedBuffersCheckOutOnEveryTransport) {
+  for (std::string transport : {"shm", "tcp"}) {
+    std::vector<std::string> args{"run", "-n", "3", "--timeout", "50", "--env", "PODNET_TRANSPORT=" + transport,
+                                  "--env", "PODNET_LOG=info", "--env", "PODNET_LOG_SUBSYS=net", "--",
+                                  podnet_bin(), "bench", "coll", "all", "-b", "8", "-e", "1M", "-f", "32",
+                                  "-n", "3", "-w", "2", "-c", "1", "--json", "--alloc"};
+    // Over shm the arena's direct copies (allgather, alltoall, allreduce; the others run
+    // the tuner's choice with a warning).
+    if (transport == "shm") args.insert(args.end(), {"-a", "cma"});
+    Outcome o = run_program(podnet_bin(), args);
+    ASSERT_EQ(o.exit_code, 0) << transport << "\n" << describe(o);
+    auto j = nlohmann::json::parse(rank0_text(o.out), nullptr, false);
+    ASSERT_TRUE(j.is_object()) << describe(o);
+    EXPECT_EQ(j.value("wrong", -1), 0) << j.dump();
+    EXPECT_EQ(j.value("alloc", false), true) << j.dump();
+    EXPECT_GE(j["results"].size(), 10u) << j.dump();
+    const bool mapped = (o.out + o.err).find("mapped the region of key") != std::string::npos;
+    EXPECT_EQ(mapped, transport == "shm") << transport << "\n" << describe(o);
+  }
+  Outcome table = run_program(podnet_bin(), {"run", "-n", "2", "--timeout", "50", "--", podnet_bin(), "bench", "coll",
+                                             "allgather", "-b", "1M", "-e", "1M", "-n", "2", "-w", "1", "--alloc"});
+  ASSERT_EQ(table.exit_code, 0) << describe(table);
+  EXPECT_NE(table.out.find("# buffers from Context::allocate_memory (--alloc)"), std::string::npos) << describe(table);
+}
+
 // PODNET_SHM_PREFER between processes: the probe's verdict (logged by rank 0) decides the
 // algorithm of a 2-rank allgather of 16 KiB blocks, inside the arena's own crossover and past
 // the one for cheap cross-memory copies; the forced settings decide it without a probe; a

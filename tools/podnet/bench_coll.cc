@@ -226,11 +226,24 @@ Result<std::unique_ptr<CollBench>> CollBench::create(World& world, Communicator&
   std::unique_ptr<CollBench> b(new CollBench(comm, o));
   // Both buffers hold max_bytes: no case needs more on either side (bench_coll.h).
   const size_t len = static_cast<size_t>((std::max<uint64_t>(o.max_bytes, 64) + 63) / 64 * 64);
-  try {
-    b->send_.assign(len, std::byte{0});
-    b->recv_.assign(len, std::byte{0});
-  } catch (const std::bad_alloc&) {
-    return Status::Unavailable("cannot allocate two buffers of {} bytes (-e {}); try a smaller -e", len, o.max_bytes);
+  if (o.alloc) {
+    // Zeroed, page-aligned; peers on this host may map them (docs/io-api.md).
+    for (MemoryRegion* mr : {&b->send_mr_, &b->recv_mr_}) {
+      auto got = world.context().allocate_memory(len, Access::kRemoteReadWrite);
+      if (!got.ok()) return got.status().with_context("--alloc: allocating {} bytes", len);
+      *mr = std::move(got).value();
+    }
+    b->send_ = b->send_mr_.data();
+    b->recv_ = b->recv_mr_.data();
+  } else {
+    try {
+      b->send_vec_.assign(len, std::byte{0});
+      b->recv_vec_.assign(len, std::byte{0});
+    } catch (const std::bad_alloc&) {
+      return Status::Unavailable("cannot allocate two buffers of {} bytes (-e {}); try a smaller -e", len, o.max_bytes);
+    }
+    b->send_ = b->send_vec_.data();
+    b->recv_ = b->recv_vec_.data();
   }
 
   // Header lines: every rank's pid and host, in fixed-size records.
@@ -261,8 +274,8 @@ Result<std::unique_ptr<CollBench>> CollBench::create(World& world, Communicator&
 
 Status CollBench::launch(const CollCase& c, const CollCounts& n, bool in_place) {
   const size_t es = dtype_size(c.type);
-  std::byte* s = send_.data();
-  std::byte* r = recv_.data();
+  std::byte* s = send_;
+  std::byte* r = recv_;
   const uint64_t p = n.param;
   std::byte* mine = r + static_cast<size_t>(comm_.rank()) * p * es;  // this rank's block, in place
   const DataType t = c.type;
@@ -304,7 +317,7 @@ void prepare(const CollCase& c, const CollCounts& n, bool in_place, int me, std:
 }  // namespace
 
 Status CollBench::time_place(const CollCase& c, const CollCounts& n, bool in_place, double& seconds) {
-  prepare(c, n, in_place, comm_.rank(), send_.data(), recv_.data());
+  prepare(c, n, in_place, comm_.rank(), send_, recv_);
   for (int i = 0; i < o_.warmup; ++i) PODNET_RETURN_IF_ERROR(launch(c, n, in_place));
   PODNET_RETURN_IF_ERROR(comm_.barrier());
   const int64_t t0 = now_ns();
@@ -320,14 +333,14 @@ Status CollBench::time_place(const CollCase& c, const CollCounts& n, bool in_pla
 
 Result<uint64_t> CollBench::check_place(const CollCase& c, const CollCounts& n, bool in_place) {
   const int me = comm_.rank(), nranks = comm_.size();
-  prepare(c, n, in_place, me, send_.data(), recv_.data());
+  prepare(c, n, in_place, me, send_, recv_);
   PODNET_RETURN_IF_ERROR(launch(c, n, in_place));
   const size_t es = dtype_size(c.type);
   const uint64_t p = n.param;
   const double tol = c.op != ReduceOp::kAvg || is_integer(c.type) || !is_reducing(c.coll) ? 0
                      : es == 2                                                              ? 1e-2
                                                                                             : 1e-6;
-  const std::byte* out = recv_.data();
+  const std::byte* out = recv_;
   auto data = [](int rank, uint64_t i) { return data_value(rank, i); };
   auto reduced = [&](uint64_t i) { return reduced_value(c, nranks, i); };
   switch (c.coll) {

@@ -17,6 +17,7 @@
 
 #include <podnet/coll.h>
 #include <podnet/status.h>
+#include <podnet/xfer.h>
 
 #include <cstdint>
 #include <memory>
@@ -44,6 +45,7 @@ struct CollOptions {
   double link_gbps = 0;   // Gbit/s; 0: no link column
   bool json = false;
   std::string plot;  // PNG path; empty: no plot
+  bool alloc = false;  // --alloc: buffers from Context::allocate_memory
 };
 
 // One measurement: a collective at one size, type, op and root.
@@ -115,7 +117,12 @@ class CollBench {
 
   Communicator& comm_;
   const CollOptions& o_;
-  std::vector<std::byte> send_, recv_;  // max_bytes each (recv_ is the in-place buffer)
+  // max_bytes each (recv is the in-place buffer): vectors, or with --alloc two regions
+  // from Context::allocate_memory.
+  std::vector<std::byte> send_vec_, recv_vec_;
+  MemoryRegion send_mr_, recv_mr_;
+  std::byte* send_ = nullptr;
+  std::byte* recv_ = nullptr;
   std::vector<std::string> rank_lines_;
   std::string transport_;
 };

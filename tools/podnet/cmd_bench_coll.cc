@@ -182,6 +182,7 @@ void print_header(const CollOptions& o, const CollBench& b, const std::string& w
   fmt::print("# minBytes {} maxBytes {} step: {} warmup iters: {} iters: {} validation: {}\n", o.min_bytes,
              o.max_bytes, o.step_bytes > 0 ? fmt::format("{}(bytes)", o.step_bytes) : fmt::format("{}(factor)", o.step_factor),
              o.warmup, o.iters, o.check ? 1 : 0);
+  if (o.alloc) fmt::print("# buffers from Context::allocate_memory (--alloc)\n");
   fmt::print("#\n# Using ranks\n");
   for (size_t r = 0; r < b.rank_lines().size(); ++r) fmt::print("#  Rank {:>2} {}\n", r, b.rank_lines()[r]);
   std::fflush(stdout);
@@ -243,6 +244,7 @@ nlohmann::json report_json(const CollOptions& o, const CollBench& b, int nranks,
   j["warmup"] = o.warmup;
   j["iters"] = o.iters;
   j["check"] = o.check;
+  j["alloc"] = o.alloc;
   j["ranks"] = b.rank_lines();
   if (o.link_gbps > 0) j["link_gbps"] = o.link_gbps;
   if (!forced.empty()) {
@@ -489,6 +491,8 @@ void add_bench_coll_command(CLI::App& bench) {
   p->add_option("--link-rate", a->link_rate, "the link's rate in bits/s (25G, 100Gbps, 400G): adds busbw as % of it")
       ->type_name("RATE");
   p->add_flag("--json", o->json, "print one JSON report instead of the table");
+  p->add_flag("--alloc", o->alloc,
+              "take both buffers from Context::allocate_memory (peers on this host map them: docs/io-api.md)");
   p->add_option("--plot", o->plot, "write busbw against size to this PNG (needs gnuplot: Debian gnuplot-nox)")
       ->type_name("FILE.png");
   p->callback([a, o] { set_exit_code(run(*a, *o)); });

@@ -68,6 +68,7 @@ class ShmEndpoint : public detail::TransportEndpoint, public std::enable_shared_
   Req recv_notify() override;
   size_t cancel_recvs(uint64_t tag, uint64_t mask) override { return matcher_.cancel(tag, mask); }
   Status health() const override;
+  bool copy_mapped_now(uint64_t key, uint64_t addr, void* local, size_t len, bool read) override;
 
   int poll();
   bool arm();

@@ -75,6 +75,21 @@ ShmEndpoint::Req ShmEndpoint::copy_mapped(Channel& ch, const char* name, uint64_
   return req;
 }
 
+bool ShmEndpoint::copy_mapped_now(uint64_t key, uint64_t addr, void* local, size_t len, bool read) {
+  if ((key & detail::kMappableKeyBit) == 0) return false;
+  Channel* ch = out_raw_.load(std::memory_order_acquire);
+  if (ch == nullptr || failed_flag_.load(std::memory_order_acquire)) return false;
+  const std::shared_ptr<detail::PeerMapping> m = mapping_for(*ch, key);
+  if (!m || m->revoked() ||
+      !detail::check_remote_range(m->key(), m->data_addr(), m->length(), static_cast<Access>(m->access()), addr, len,
+                                  read ? Access::kRemoteRead : Access::kRemoteWrite)
+           .ok())
+    return false;
+  if (read) std::memcpy(local, m->at(addr), len);
+  else std::memcpy(m->at(addr), local, len);
+  return true;
+}
+
 void ShmEndpoint::drop_revoked_mappings() {
   std::vector<std::shared_ptr<detail::PeerMapping>> gone;  // unmapped after the lock
   std::lock_guard lk(map_mu_);
