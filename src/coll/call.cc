@@ -189,6 +189,10 @@ bool Call::copy_mapped(int peer, uint64_t key, uint64_t addr, void* local, size_
   return comm_.copy_mapped(peer, key, addr, local, len, read);
 }
 
+std::shared_ptr<const std::byte> Call::view_mapped(int peer, uint64_t key, uint64_t addr, size_t len) {
+  return comm_.view_mapped(peer, key, addr, len);
+}
+
 std::byte* Call::scratch(size_t bytes, int which) { return comm_.scratch(bytes, which); }
 
 }  // namespace podnet::detail

@@ -65,6 +65,7 @@ class Call {
   // CommImpl::allocated_key and CommImpl::copy_mapped, for the algorithms.
   uint64_t allocated_key(const void* p, size_t len);
   bool copy_mapped(int peer, uint64_t key, uint64_t addr, void* local, size_t len, bool read);
+  std::shared_ptr<const std::byte> view_mapped(int peer, uint64_t key, uint64_t addr, size_t len);
 
   // "allreduce seq 12 (ring) on rank 3: " + what.
   Status fail(Status why) const;

@@ -418,6 +418,13 @@ bool CommImpl::copy_mapped(int r, uint64_t key, uint64_t addr, void* local, size
   return true;
 }
 
+std::shared_ptr<const std::byte> CommImpl::view_mapped(int r, uint64_t key, uint64_t addr, size_t len) {
+  if (key == 0 || !connected(r)) return nullptr;
+  auto v = static_cast<EndpointImpl&>(peer(r)).view_mapped(key, addr, len);
+  if (v) mapped_views_.fetch_add(1, std::memory_order_relaxed);
+  return v;
+}
+
 Status CommImpl::broadcast(void* buf, size_t count, DataType t, int root) { return broadcast(buf, buf, count, t, root); }
 
 Status CommImpl::broadcast(const void* send, void* recv, size_t count, DataType t, int root) {

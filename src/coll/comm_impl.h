@@ -99,8 +99,12 @@ class CommImpl final : public Communicator {
   // (TransportEndpoint::copy_mapped_now): true when done, false when the caller must copy
   // another way.
   bool copy_mapped(int r, uint64_t key, uint64_t addr, void* local, size_t len, bool read);
-  // How many copies copy_mapped made (for tests and diagnostics).
+  // Rank r's bytes at `addr` in its allocated region `key`, read in place through this
+  // rank's mapping (TransportEndpoint::view_mapped), or null.
+  std::shared_ptr<const std::byte> view_mapped(int r, uint64_t key, uint64_t addr, size_t len);
+  // How many copies copy_mapped made, and views view_mapped gave (for tests and diagnostics).
   uint64_t mapped_copies() const { return mapped_copies_.load(std::memory_order_relaxed); }
+  uint64_t mapped_views() const { return mapped_views_.load(std::memory_order_relaxed); }
 
  private:
   // Runs `body` (Status(Call&)) as one call: sequencing, error context, algorithm bookkeeping.
@@ -154,7 +158,7 @@ class CommImpl final : public Communicator {
   std::condition_variable q_cv_;
   std::deque<std::pair<std::function<Status()>, std::shared_ptr<WorkState>>> queue_;
   bool busy_ = false;
-  std::atomic<uint64_t> mapped_copies_{0};
+  std::atomic<uint64_t> mapped_copies_{0}, mapped_views_{0};
   std::atomic<int> inflight_{0};  // queued or running non-blocking calls: the fast path skips the lock
   bool stop_ = false;
   std::thread worker_;

@@ -62,6 +62,14 @@ class TransportEndpoint {
     (void)key, (void)addr, (void)local, (void)len, (void)read;
     return false;
   }
+  // Where copy_mapped_now could read, the bytes themselves: a pointer to the peer's `addr`
+  // through this side's mapping, which it keeps mapped while the pointer lives. Null where
+  // copy_mapped_now(read) would return false. The caller reads while the owner keeps the
+  // memory still (its own protocol says when).
+  virtual std::shared_ptr<const std::byte> view_mapped(uint64_t key, uint64_t addr, size_t len) {
+    (void)key, (void)addr, (void)len;
+    return nullptr;
+  }
 };
 
 class Transport {

@@ -35,6 +35,9 @@ class EndpointImpl final : public Endpoint {
   bool copy_mapped_now(uint64_t key, uint64_t addr, void* local, size_t len, bool read) {
     return te_->copy_mapped_now(key, addr, local, len, read);
   }
+  std::shared_ptr<const std::byte> view_mapped(uint64_t key, uint64_t addr, size_t len) {
+    return te_->view_mapped(key, addr, len);
+  }
 
  private:
   Request rejected(const char* op, Status why);

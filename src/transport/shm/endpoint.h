@@ -69,6 +69,7 @@ class ShmEndpoint : public detail::TransportEndpoint, public std::enable_shared_
   size_t cancel_recvs(uint64_t tag, uint64_t mask) override { return matcher_.cancel(tag, mask); }
   Status health() const override;
   bool copy_mapped_now(uint64_t key, uint64_t addr, void* local, size_t len, bool read) override;
+  std::shared_ptr<const std::byte> view_mapped(uint64_t key, uint64_t addr, size_t len) override;
 
   int poll();
   bool arm();
@@ -128,6 +129,9 @@ class ShmEndpoint : public detail::TransportEndpoint, public std::enable_shared_
   // Mapped regions (mapped.cc). The mapping of `key` once learned, else null (asks the peer
   // for it the first time the key is seen).
   std::shared_ptr<detail::PeerMapping> mapping_for(Channel& ch, uint64_t key);
+  // The mapping of `key` when it is learned, live, and [addr, addr + len) lies inside it with
+  // `need`; else null (copy_mapped_now, view_mapped).
+  std::shared_ptr<detail::PeerMapping> usable_mapping(uint64_t key, uint64_t addr, size_t len, Access need);
   // The operation as a memcpy through the mapping of the peer's region `key`; null when it
   // must take the ring instead (not an allocated region, not mapped yet, or an earlier
   // operation still on the ring).

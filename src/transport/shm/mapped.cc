@@ -75,19 +75,32 @@ ShmEndpoint::Req ShmEndpoint::copy_mapped(Channel& ch, const char* name, uint64_
   return req;
 }
 
-bool ShmEndpoint::copy_mapped_now(uint64_t key, uint64_t addr, void* local, size_t len, bool read) {
-  if ((key & detail::kMappableKeyBit) == 0) return false;
+std::shared_ptr<detail::PeerMapping> ShmEndpoint::usable_mapping(uint64_t key, uint64_t addr, size_t len, Access need) {
+  if ((key & detail::kMappableKeyBit) == 0) return nullptr;
   Channel* ch = out_raw_.load(std::memory_order_acquire);
-  if (ch == nullptr || failed_flag_.load(std::memory_order_acquire)) return false;
-  const std::shared_ptr<detail::PeerMapping> m = mapping_for(*ch, key);
+  if (ch == nullptr || failed_flag_.load(std::memory_order_acquire)) return nullptr;
+  std::shared_ptr<detail::PeerMapping> m = mapping_for(*ch, key);
   if (!m || m->revoked() ||
       !detail::check_remote_range(m->key(), m->data_addr(), m->length(), static_cast<Access>(m->access()), addr, len,
-                                  read ? Access::kRemoteRead : Access::kRemoteWrite)
+                                  need)
            .ok())
-    return false;
+    return nullptr;
+  return m;
+}
+
+bool ShmEndpoint::copy_mapped_now(uint64_t key, uint64_t addr, void* local, size_t len, bool read) {
+  const auto m = usable_mapping(key, addr, len, read ? Access::kRemoteRead : Access::kRemoteWrite);
+  if (!m) return false;
   if (read) std::memcpy(local, m->at(addr), len);
   else std::memcpy(m->at(addr), local, len);
   return true;
+}
+
+std::shared_ptr<const std::byte> ShmEndpoint::view_mapped(uint64_t key, uint64_t addr, size_t len) {
+  auto m = usable_mapping(key, addr, len, Access::kRemoteRead);
+  if (!m) return nullptr;
+  const std::byte* p = m->at(addr);
+  return std::shared_ptr<const std::byte>(std::move(m), p);  // keeps the mapping alive
 }
 
 void ShmEndpoint::drop_revoked_mappings() {
