@@ -315,11 +315,11 @@ constexpr size_t kCmaPiece = 1024 * 1024;
 // cma allreduce on peers' allocated inputs: the block size from which this rank reduces
 // straight out of its mapping of the peer's input instead of copying it into the scratch
 // buffer first. 2 ranks, --alloc, three interleaved rounds of -n 200 (allreduce sizes, the
-// blocks are half; out of place / in place, us): 16 MiB 1735-1913 / 946-950 reading in place against 2351-2407 / 1317-1406
-// copying; 4 MiB 178-186 / 163-166 against 224-243 / 155-158; 1 MiB 47-49 / 82-96 against
-// 47 / 52-53 (reading a block in place while the peer writes the other one of the same
-// buffer, in place, was slower than copying it first). Smaller copy pieces (32 / 128 KiB)
-// were slower still at 1 MiB in place (79-108 us).
+// blocks are half; out of place / in place, us): 16 MiB 1735-1913 / 946-950 reading from
+// the mapping against 2351-2407 / 1317-1406 copying first; 4 MiB 178-186 / 163-166 against
+// 224-243 / 155-158; 1 MiB 47-49 / 82-96 against 47 / 52-53 (in place, reading a block
+// while the peer writes the other half of the same buffer was slower than copying it
+// first). Smaller copy pieces (32 / 128 KiB) were slower still at 1 MiB in place (79-108).
 constexpr size_t kViewMin = 4u << 20;
 
 // Algorithm "cma" for allgather and alltoall: every rank posts the address of its output;

@@ -62,7 +62,7 @@ class Call {
   void reduce3(void* out, const void* a, const void* b, size_t count) const;
   // A scratch buffer owned by the communicator, reused across calls.
   std::byte* scratch(size_t bytes, int which = 0);
-  // CommImpl::allocated_key and CommImpl::copy_mapped, for the algorithms.
+  // CommImpl::allocated_key, copy_mapped and view_mapped, for the algorithms.
   uint64_t allocated_key(const void* p, size_t len);
   bool copy_mapped(int peer, uint64_t key, uint64_t addr, void* local, size_t len, bool read);
   std::shared_ptr<const std::byte> view_mapped(int peer, uint64_t key, uint64_t addr, size_t len);
