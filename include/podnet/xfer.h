@@ -71,12 +71,14 @@ struct RemoteKey {
 };
 
 // A completion handle. Copyable (shared state). A default-constructed Request is invalid.
+// An operation that completed as it was posted (a small send that went out at once) may
+// come back as a request without shared state: done, ok, with its bytes, tag and seq.
 class Request {
  public:
   Request() = default;
   explicit Request(std::shared_ptr<detail::RequestState> state) : state_(std::move(state)) {}
 
-  bool valid() const noexcept { return state_ != nullptr; }
+  bool valid() const noexcept { return state_ != nullptr || done_at_post_; }
   // Drives progress once without blocking; true when complete.
   bool test();
   bool done() const noexcept;
@@ -93,7 +95,21 @@ class Request {
   void on_complete(std::function<void(const Status&)> callback);
 
  private:
+  friend class detail::EndpointImpl;
+  // Complete from the start (see the class comment): no RequestState to allocate.
+  static Request completed_at_post(size_t bytes, uint64_t tag, uint64_t seq) noexcept {
+    Request r;
+    r.done_at_post_ = true;
+    r.bytes_ = bytes;
+    r.tag_ = tag;
+    r.seq_ = seq;
+    return r;
+  }
+
   std::shared_ptr<detail::RequestState> state_;
+  bool done_at_post_ = false;
+  size_t bytes_ = 0;
+  uint64_t tag_ = 0, seq_ = 0;
 };
 
 // A registered memory region; deregisters on destruction. Move-only.

@@ -39,6 +39,12 @@ class TransportEndpoint {
   virtual Req read(const RegionState& local, size_t local_off, const RemoteKey& remote, uint64_t remote_off,
                    size_t len) = 0;
   virtual Req send(const void* buf, size_t len, uint64_t tag) = 0;
+  // send(), except that a message that leaves at once may complete without a request
+  // object: then it returns null and stores the operation's sequence number in *done_seq.
+  virtual Req send_or_done(const void* buf, size_t len, uint64_t tag, uint64_t* done_seq) {
+    (void)done_seq;
+    return send(buf, len, tag);
+  }
   virtual Req recv(void* buf, size_t capacity, uint64_t tag, uint64_t mask) = 0;
   virtual Req recv_notify() = 0;
   // Endpoint::cancel_recvs: the posted receives of this peer's matcher.

@@ -51,7 +51,10 @@ Request EndpointImpl::read(const MemoryRegion& local, size_t local_off, const Re
 
 Request EndpointImpl::send(const void* buf, size_t len, uint64_t tag) {
   if (buf == nullptr && len > 0) return rejected("send", Status::InvalidArgument("null buffer of {} bytes", len));
-  return Request(te_->send(buf, len, tag));
+  uint64_t seq = 0;
+  auto state = te_->send_or_done(buf, len, tag, &seq);
+  if (!state) return Request::completed_at_post(len, tag, seq);
+  return Request(std::move(state));
 }
 
 Request EndpointImpl::recv(void* buf, size_t capacity, uint64_t tag, uint64_t tag_mask) {

@@ -178,17 +178,37 @@ ShmEndpoint::Req ShmEndpoint::read(const detail::RegionState& local, size_t loca
   return req;
 }
 
-ShmEndpoint::Req ShmEndpoint::send(const void* buf, size_t len, uint64_t tag) {
+ShmEndpoint::Req ShmEndpoint::send_or_done(const void* buf, size_t len, uint64_t tag, uint64_t* done_seq) {
   Channel* ch = out_raw_.load(std::memory_order_acquire);
   if (!ch) return failed_request("send", Status::Unavailable("not connected"));
-  auto req = new_request("send");
-  req->bytes = len;
-  req->tag = tag;
+  const bool rendezvous = ch->ready() && ch->cma() && len > transport_->options().eager_max;
   RecHdr hdr{};
-  hdr.seq = req->seq();
+  hdr.seq = next_seq_.fetch_add(1, std::memory_order_relaxed);
   hdr.key = tag;
   hdr.len = len;
-  if (ch->ready() && ch->cma() && len > transport_->options().eager_max) {
+  if (!rendezvous && !failed_flag_.load(std::memory_order_acquire)) {
+    // A message in one record goes straight into the ring when nothing is queued before
+    // it, before any request exists: the receiver's clock starts here. The caller that
+    // takes a completed send without a request object gets none at all.
+    RecHdr one = hdr;
+    one.type = Rec::kSend;
+    one.flags = kFirst | kLast;
+    if (ch->try_emit_record(one, buf, len)) {
+      if (done_seq != nullptr) {
+        *done_seq = hdr.seq;
+        return nullptr;
+      }
+      auto req = detail::make_request(&transport_->engine(), "send", hdr.seq);
+      req->bytes = len;
+      req->tag = tag;
+      req->complete(Status::Ok());
+      return req;
+    }
+  }
+  auto req = detail::make_request(&transport_->engine(), "send", hdr.seq);
+  req->bytes = len;
+  req->tag = tag;
+  if (rendezvous) {
     {
       std::lock_guard lk(mu_);
       if (!failed_.ok()) {
@@ -214,14 +234,6 @@ ShmEndpoint::Req ShmEndpoint::send(const void* buf, size_t len, uint64_t tag) {
     return req;
   }
   hdr.type = Rec::kSend;
-  // A message in one record goes straight into the ring when nothing is queued before it:
-  // the OutOp below is only built and moved when it cannot (a third of send()'s instructions).
-  RecHdr one = hdr;
-  one.flags = kFirst | kLast;
-  if (ch->try_emit_record(one, buf, len)) {
-    req->complete(Status::Ok());
-    return req;
-  }
   OutOp op;
   op.hdr = hdr;
   op.src = static_cast<const std::byte*>(buf);

@@ -63,7 +63,8 @@ class ShmEndpoint : public detail::TransportEndpoint, public std::enable_shared_
             size_t len, const uint64_t* imm) override;
   Req read(const detail::RegionState& local, size_t local_off, const RemoteKey& remote, uint64_t remote_off,
            size_t len) override;
-  Req send(const void* buf, size_t len, uint64_t tag) override;
+  Req send(const void* buf, size_t len, uint64_t tag) override { return send_or_done(buf, len, tag, nullptr); }
+  Req send_or_done(const void* buf, size_t len, uint64_t tag, uint64_t* done_seq) override;
   Req recv(void* buf, size_t capacity, uint64_t tag, uint64_t mask) override;
   Req recv_notify() override;
   size_t cancel_recvs(uint64_t tag, uint64_t mask) override { return matcher_.cancel(tag, mask); }
