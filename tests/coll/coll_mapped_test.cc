@@ -99,6 +99,17 @@ long run_one(Communicator& comm, Collective c, Buffers& b, size_t count, bool in
   return wrong;
 }
 
+// run_one, reported as a failure naming the rank and `where` when a value is wrong or the
+// call fails; returns the count to add to a test's total (a failed call counts one).
+long checked(Communicator& comm, Collective c, Buffers& b, size_t count, bool in_place, int r, int n,
+             const std::string& where) {
+  long w = run_one(comm, c, b, count, in_place, r, n);
+  if (w != 0)
+    ADD_FAILURE() << "rank " << r << " " << where << " " << collective_name(c) << (in_place ? " in place" : "") << ": "
+                  << w << " wrong";
+  return w < 0 ? 1 : w;
+}
+
 struct Outcome {
   long wrong = 0;
   uint64_t mapped = 0;  // copies through mappings, summed over the ranks
@@ -120,12 +131,7 @@ Outcome exchange(int n, size_t count, bool allocated, Access access, int calls) 
     before[r] = mapped_copies(pod, r);
     for (int k = 0; k < calls; ++k)
       for (Collective c : {Collective::kAllgather, Collective::kAlltoall, Collective::kAllreduce})
-        for (bool in_place : {false, true}) {
-          long w = run_one(comm, c, b, count, in_place, r, n);
-          if (w != 0) ADD_FAILURE() << "rank " << r << " call " << k << " " << collective_name(c)
-                                    << (in_place ? " in place" : "") << ": " << w << " wrong";
-          wrong += w < 0 ? 1 : w;
-        }
+        for (bool in_place : {false, true}) wrong += checked(comm, c, b, count, in_place, r, n, "call " + std::to_string(k));
     EXPECT_EQ(comm.last_algorithm(Collective::kAllgather), "cma") << "the arena's direct copies are not available";
   });
   Outcome o;
@@ -166,11 +172,8 @@ TEST(CollMapped, AllreduceReadsLargeAllocatedBlocksInPlace) {
       Status st = b.make(pod.world(r), count * n * 4, true, Access::kRemoteReadWrite);
       ASSERT_TRUE(st.ok()) << st.to_string();
       for (int k = 0; k < 4; ++k)
-        for (bool in_place : {false, true}) {
-          long w = run_one(comm, Collective::kAllreduce, b, count, in_place, r, n);
-          if (w != 0) ADD_FAILURE() << "rank " << r << " call " << k << (in_place ? " in place" : "") << ": " << w << " wrong";
-          wrong += w < 0 ? 1 : w;
-        }
+        for (bool in_place : {false, true})
+          wrong += checked(comm, Collective::kAllreduce, b, count, in_place, r, n, "call " + std::to_string(k));
     });
     EXPECT_EQ(wrong.load(), 0);
     uint64_t views = 0;
@@ -211,11 +214,9 @@ TEST(CollMapped, BuffersAllocatedAfreshEachRoundStayRight) {
       Buffers b;
       Status st = b.make(pod.world(r), count * n * 4, true, Access::kRemoteReadWrite);
       ASSERT_TRUE(st.ok()) << st.to_string();
-      for (int k = 0; k < 3; ++k) {
-        long w = run_one(comm, Collective::kAllgather, b, count, false, r, n);
-        if (w != 0) ADD_FAILURE() << "rank " << r << " round " << round << " call " << k << ": " << w << " wrong";
-        wrong += w < 0 ? 1 : w;
-      }
+      for (int k = 0; k < 3; ++k)
+        wrong += checked(comm, Collective::kAllgather, b, count, false, r, n,
+                         "round " + std::to_string(round) + " call " + std::to_string(k));
       // Both ranks are done with this round's buffers before either frees them.
       ASSERT_TRUE(comm.barrier().ok());
     }
