@@ -186,28 +186,27 @@ ShmEndpoint::Req ShmEndpoint::send_or_done(const void* buf, size_t len, uint64_t
   hdr.seq = next_seq_.fetch_add(1, std::memory_order_relaxed);
   hdr.key = tag;
   hdr.len = len;
+  // A message in one record goes straight into the ring when nothing is queued before it,
+  // before any request exists: the receiver's clock starts here. The caller that takes a
+  // completed send without a request object gets none at all.
+  bool sent = false;
   if (!rendezvous && !failed_flag_.load(std::memory_order_acquire)) {
-    // A message in one record goes straight into the ring when nothing is queued before
-    // it, before any request exists: the receiver's clock starts here. The caller that
-    // takes a completed send without a request object gets none at all.
     RecHdr one = hdr;
     one.type = Rec::kSend;
     one.flags = kFirst | kLast;
-    if (ch->try_emit_record(one, buf, len)) {
-      if (done_seq != nullptr) {
-        *done_seq = hdr.seq;
-        return nullptr;
-      }
-      auto req = detail::make_request(&transport_->engine(), "send", hdr.seq);
-      req->bytes = len;
-      req->tag = tag;
-      req->complete(Status::Ok());
-      return req;
+    sent = ch->try_emit_record(one, buf, len);
+    if (sent && done_seq != nullptr) {
+      *done_seq = hdr.seq;
+      return nullptr;
     }
   }
   auto req = detail::make_request(&transport_->engine(), "send", hdr.seq);
   req->bytes = len;
   req->tag = tag;
+  if (sent) {
+    req->complete(Status::Ok());
+    return req;
+  }
   if (rendezvous) {
     {
       std::lock_guard lk(mu_);
