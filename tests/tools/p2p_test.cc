@@ -211,6 +211,33 @@ TEST_P(BenchP2pLatency, EightBytesPingPong) {
 INSTANTIATE_TEST_SUITE_P(Ops, BenchP2pLatency, ::testing::Values("send", "write_notify", "write", "read"),
                          [](const auto& p) { return p.param; });
 
+// Each iteration is timed with the CPU's counter where the kernel keeps time with it (as
+// perftest and ucx_perftest time theirs), which the report names; PODNET_BENCH_TIMER=fenced
+// orders each read, =clock forces clock_gettime, and a value it does not know is refused
+// with the variable's name.
+TEST(BenchP2pLatencyTimer, IsNamedAndSelectable) {
+  std::string cs;
+  std::getline(std::ifstream("/sys/devices/system/clocksource/clocksource0/current_clocksource"), cs);
+  std::string expect_auto = "clock_gettime";
+#if defined(__x86_64__) || defined(__i386__)
+  if (cs == "tsc") expect_auto = "tsc";
+#elif defined(__aarch64__)
+  if (cs == "arch_sys_counter") expect_auto = "cntvct";
+#endif
+  BenchRun a = bench("send", "lat", 8, 2000, 100);
+  expect_report(a, "send", "lat", 8, 2000);
+  EXPECT_EQ(a.json.value("timer", ""), expect_auto) << "clocksource " << cs;
+  BenchRun c = bench("send", "lat", 8, 2000, 100, {"PODNET_BENCH_TIMER=clock"});
+  expect_report(c, "send", "lat", 8, 2000);
+  EXPECT_EQ(c.json.value("timer", ""), "clock_gettime");
+  BenchRun f = bench("send", "lat", 8, 2000, 100, {"PODNET_BENCH_TIMER=fenced"});
+  expect_report(f, "send", "lat", 8, 2000);
+  EXPECT_EQ(f.json.value("timer", ""), expect_auto == "tsc" ? "tsc+lfence" : expect_auto);
+  BenchRun bad = bench("send", "lat", 8, 100, 10, {"PODNET_BENCH_TIMER=cycles"});
+  EXPECT_NE(bad.outcome.exit_code, 0) << describe(bad.outcome);
+  EXPECT_NE(bad.outcome.err.find("PODNET_BENCH_TIMER='cycles'"), std::string::npos) << describe(bad.outcome);
+}
+
 // The write ping-pong watches the payload's last byte; a write striped over several tcp
 // connections may place it before the rest. --check still finds every payload whole (it
 // waits for the rest), and the run neither hangs nor reports a wrong payload.

@@ -5,6 +5,7 @@
 #include <deque>
 
 #include "base/clock.h"
+#include "base/cycle_clock.h"
 #include "bench_buffer.h"
 #include "telemetry/histogram.h"
 #include "xfer/world.h"
@@ -60,6 +61,7 @@ struct Ctx {
   RemoteKey peer_key;
   std::chrono::milliseconds tmo;
   std::vector<std::byte> scratch;  // an expected payload (--check of the write ping-pong)
+  const CycleClock* clock = nullptr;  // times each latency iteration (the initiator's)
 };
 
 Status ctrl_send(Ctx& c, uint64_t tag, uint64_t value) {
@@ -287,7 +289,7 @@ Status lat_initiator(Ctx& c, uint64_t size, int iters, int warm, P2pRow& row) {
   for (int i = 0; i < warm + iters; ++i) {
     if (c.o.check && c.op == Op::kWrite) fill_marked(src, size, i);
     else if (c.o.check) fill(src, size, static_cast<uint64_t>(i));
-    int64_t t0 = now_ns();
+    const uint64_t t0 = c.clock->ticks();
     if (c.op == Op::kWrite) {
       // Ping-pong through memory, as ib_write_lat: write into the target's second half, whose
       // last byte it watches; its echo lands in ours. As perftest, the write's own completion
@@ -314,7 +316,7 @@ Status lat_initiator(Ctx& c, uint64_t size, int iters, int warm, P2pRow& row) {
       PODNET_RETURN_IF_ERROR(w.wait(c.tmo));
       PODNET_RETURN_IF_ERROR(n.wait(c.tmo));
     }
-    int64_t dt = now_ns() - t0;
+    const auto dt = static_cast<int64_t>(c.clock->ns(c.clock->ticks() - t0) + 0.5);
     if (i >= warm) {
       h.record(static_cast<uint64_t>(dt));
       total_ns += dt;
@@ -390,6 +392,9 @@ Result<std::vector<P2pRow>> run_p2p_pair(World& world, int peer, bool initiator,
   for (uint64_t size : o.sizes)
     buf_bytes = std::max(buf_bytes, std::max<uint64_t>(size, 1) * std::max(2, slots_for(o, size)));
   Ctx c{world, o, op_of(o.op), nullptr, {}, {}, {}, world.timeout(), {}};
+  if (o.mode == "lat") {
+    PODNET_ASSIGN_OR_RETURN(c.clock, CycleClock::for_benchmarks());
+  }
   PODNET_ASSIGN_OR_RETURN(c.ep, world.peer(peer));
   if (o.alloc) {
     PODNET_ASSIGN_OR_RETURN(c.mr, world.context().allocate_memory(buf_bytes + 64, Access::kRemoteReadWrite));
@@ -427,6 +432,13 @@ Result<std::vector<P2pRow>> run_p2p_pair(World& world, int peer, bool initiator,
 }  // namespace podnet::tool
 
 namespace podnet::tool {
+namespace {
+// The latency rows' timer, as the run used it (it has been made by then).
+std::string_view timer_name() {
+  auto clock = CycleClock::for_benchmarks();
+  return clock.ok() ? (*clock)->name() : "unknown";
+}
+}  // namespace
 
 void print_p2p(const P2pOptions& o, const World& world, const std::vector<P2pRow>& rows, std::string_view peer,
                std::string_view transport) {
@@ -444,9 +456,9 @@ void print_p2p(const P2pOptions& o, const World& world, const std::vector<P2pRow
       fmt::print("{:>12} {:>12} {:>14.3f} {:>14.3f} {:>14.4f} {:>8}\n", r.bytes, r.iters, r.gbytes_per_s, r.gbits_per_s,
                  r.mpps, r.wrong);
   } else {
-    fmt::print("# latency in usec, {} ({}){}\n", pingpong ? "RTT/2" : "RTT",
+    fmt::print("# latency in usec, {} ({}); timer {}{}\n", pingpong ? "RTT/2" : "RTT",
                pingpong ? "ping-pong, half the round trip" : "until the operation completes at the initiator",
-               o.check ? "; --check: every payload verified" : "");
+               timer_name(), o.check ? "; --check: every payload verified" : "");
     fmt::print("{:>12} {:>12} {:>10} {:>12} {:>10} {:>10} {:>11} {:>10} {:>8}\n", "#bytes", "#iterations",
                "t_min[us]", "t_typical[us]", "t_avg[us]", "t_p99[us]", "t_p99.9[us]", "t_max[us]", "#wrong");
     for (auto& r : rows)
@@ -466,7 +478,10 @@ nlohmann::json p2p_json(const P2pOptions& o, const std::vector<P2pRow>& rows, st
   j["check"] = o.check;
   j["hugepages"] = o.hugepages;
   j["alloc"] = o.alloc;
-  if (o.mode == "lat") j["latency_kind"] = pingpong ? "rtt/2" : "rtt";
+  if (o.mode == "lat") {
+    j["latency_kind"] = pingpong ? "rtt/2" : "rtt";
+    j["timer"] = timer_name();
+  }
   j["results"] = nlohmann::json::array();
   for (auto& r : rows) {
     nlohmann::json x{{"bytes", r.bytes}, {"iterations", r.iters}, {"seconds", r.seconds}, {"wrong", r.wrong}};
