@@ -78,10 +78,13 @@ record() { echo "{\"metric\":\"$1\",\"tool\":\"$2\",\"value\":$3}" >>"$raw"; }
 podnet_p2p() {  # ARGS... ; prints rank 0's JSON result line fields: typical or bw
   "$podnet" run -n 2 --timeout 120 --env PODNET_TRANSPORT=shm -- "$podnet" bench p2p --json "$@" >"$work/p.out" 2>"$work/p.err" ||
     { tail -5 "$work/p.out" "$work/p.err" >&2; die "podnet bench p2p $* failed"; }
-  python3 - "$work/p.out" <<'PY'
+  python3 - "$work/p.out" "$work/timer" <<'PY'
 import json, sys
 text = "".join(l[4:] for l in open(sys.argv[1]) if l.startswith("[0] "))
-r = json.loads(text)["results"][0]
+j = json.loads(text)
+r = j["results"][0]
+if "timer" in j:
+    open(sys.argv[2], "w").write(j["timer"])
 print(r["t_typical_us"] if "t_typical_us" in r else r["bw_gbytes_per_s"])
 PY
 }
@@ -143,6 +146,8 @@ for ((rep = 1; rep <= repeats; rep++)); do
   done
 done
 
+# How each side timed its latency iterations (perftest-style per-iteration samples).
+echo "# latency timers: podnet $(cat "$work/timer" 2>/dev/null || echo unknown) (PODNET_BENCH_TIMER, docs/benchmarks.md); ucx_perftest rdtsc (ucs_get_time)"
 python3 - "$raw" "${bytes_list[@]}" <<'PY'
 import json, statistics, sys
 raw = [json.loads(l) for l in open(sys.argv[1])]
