@@ -13,9 +13,11 @@
 #include <filesystem>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "pair.h"
+#include "transport/shm/channel.h"
 #include "transport/shm/ring.h"
 
 namespace podnet::testing {
@@ -122,6 +124,57 @@ TEST(ShmTransport, NothingIsNamedInDevShm) {
     EXPECT_EQ(dev_shm(), before) << "the segments must be memfds, never files in /dev/shm";
   }
   EXPECT_EQ(dev_shm(), before);
+}
+
+// Peers in this same process (here two contexts; in a job, each rank's endpoint to itself)
+// are polled only when this process published something on such a channel, and every few
+// turns regardless (ShmTransport::poll): every publish on their channels must count.
+TEST(ShmTransport, PublishesWithinOneProcessAreCounted) {
+  Pair p = Pair::make();
+  if (p.ab->transport() != "shm") GTEST_SKIP() << "this run is not over shm (PODNET_TRANSPORT)";
+  const uint64_t before = shm::Channel::local_publishes();
+  for (uint64_t i = 0; i < 100; ++i) {
+    uint64_t out = i, in = ~i;
+    Request r = p.ba->recv(&in, sizeof in, i);
+    ASSERT_TRUE(p.ab->send(&out, sizeof out, i).wait(kWait).ok());
+    ASSERT_TRUE(r.wait(kWait).ok());
+    EXPECT_EQ(in, i);
+  }
+  EXPECT_GE(shm::Channel::local_publishes() - before, 100u);
+}
+
+// Many threads of one process send to a peer context of the same process while its own
+// thread receives: each message arrives whole and in time, whichever thread's poll finds it
+// (a record left behind by a poll that lost the ring to another thread is found by the
+// periodic poll, not only by the next publish).
+TEST(ShmTransport, MessagesWithinOneProcessArriveFromManyThreads) {
+  Pair p = Pair::make();
+  if (p.ab->transport() != "shm") GTEST_SKIP() << "this run is not over shm (PODNET_TRANSPORT)";
+  constexpr int kThreads = 4, kEach = 2000;
+  std::vector<std::thread> senders;
+  std::vector<Status> failures(kThreads);
+  for (int t = 0; t < kThreads; ++t) {
+    senders.emplace_back([&, t] {
+      for (int i = 0; i < kEach && failures[t].ok(); ++i) {
+        uint64_t v = static_cast<uint64_t>(t) << 32 | static_cast<uint64_t>(i);
+        failures[t] = p.ab->send(&v, sizeof v, static_cast<uint64_t>(t) << 32 | static_cast<uint64_t>(i)).wait(kWait);
+      }
+    });
+  }
+  int wrong = 0;
+  Status bad;
+  for (int i = 0; i < kEach && bad.ok(); ++i) {
+    for (int t = 0; t < kThreads && bad.ok(); ++t) {
+      const uint64_t tag = static_cast<uint64_t>(t) << 32 | static_cast<uint64_t>(i);
+      uint64_t v = 0;
+      bad = p.ba->recv(&v, sizeof v, tag).wait(kWait);
+      if (bad.ok() && v != tag) ++wrong;
+    }
+  }
+  for (auto& th : senders) th.join();
+  EXPECT_TRUE(bad.ok()) << bad.to_string();
+  for (const Status& f : failures) EXPECT_TRUE(f.ok()) << f.to_string();
+  EXPECT_EQ(wrong, 0);
 }
 
 // Connects to a context's shm socket (its name is the third field of the address's shm=

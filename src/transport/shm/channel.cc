@@ -183,6 +183,7 @@ Result<std::shared_ptr<Channel>> Channel::accept(int sock, int memfd, int peer_d
   c->memfd_ = memfd;
   c->peer_doorbell_.store(peer_doorbell);
   c->peer_pid_ = peer_pid;
+  c->same_process_.store(peer_pid == getpid(), std::memory_order_relaxed);
   struct stat st {};
   if (fstat(memfd, &st) != 0) return Status::Unavailable("shm: fstat: {}", std::strerror(errno));
   PODNET_RETURN_IF_ERROR(c->map(memfd, static_cast<size_t>(st.st_size), /*init=*/false));
@@ -192,6 +193,7 @@ Result<std::shared_ptr<Channel>> Channel::accept(int sock, int memfd, int peer_d
 
 void Channel::set_ready(pid_t peer_pid, bool cma, bool cma_push, int peer_doorbell) {
   peer_pid_ = peer_pid;
+  same_process_.store(peer_pid == getpid(), std::memory_order_relaxed);
   peer_doorbell_.store(peer_doorbell, std::memory_order_release);
   cma_.store(cma, std::memory_order_release);
   cma_push_.store(cma && cma_push, std::memory_order_release);
@@ -245,13 +247,24 @@ bool Channel::emit(OutOp& op) {
   return true;
 }
 
+namespace {
+std::atomic<uint64_t> g_local_publishes{0};
+}  // namespace
+
+uint64_t Channel::local_publishes() noexcept { return g_local_publishes.load(std::memory_order_acquire); }
+
+void Channel::publish_tx() {
+  if (tx_.publish()) ring_peer();
+  if (same_process_.load(std::memory_order_relaxed)) g_local_publishes.fetch_add(1, std::memory_order_acq_rel);
+}
+
 Channel::Posted Channel::post(OutOp& op, Completions& done, const std::shared_ptr<detail::RequestState>* req) {
   std::lock_guard lk(tx_mu_);
   if (closed_) return Posted::kRefused;
   const bool was_empty = queued_.empty();
   if (was_empty && ready()) {
     bool finished = emit(op);
-    if (tx_.publish()) ring_peer();
+    publish_tx();
     if (finished) {
       if (req == nullptr && op.on_emitted) done.push_back(std::move(op.on_emitted));
       return Posted::kEmitted;
@@ -272,7 +285,7 @@ bool Channel::try_emit_record(RecHdr hdr, const void* src, size_t len) {
   hdr.plen = static_cast<uint32_t>(len);
   if (len > 0) std::memcpy(payload(h), src, len);
   tx_.commit(hdr);
-  if (tx_.publish()) ring_peer();
+  publish_tx();
   return true;
 }
 
@@ -301,7 +314,7 @@ int Channel::drain(Completions& done) {
     ++n;
   }
   has_queued_.store(!queued_.empty(), std::memory_order_release);
-  if (tx_.publish()) ring_peer();
+  publish_tx();
   return n;
 }
 

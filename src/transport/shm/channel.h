@@ -110,6 +110,12 @@ class Channel {
   int sock() const noexcept { return sock_; }
   pid_t peer_pid() const noexcept { return peer_pid_; }
   bool ready() const noexcept { return ready_.load(std::memory_order_acquire); }
+  // The peer is this process (a rank's endpoint to itself, or two contexts in one process);
+  // known once ready() (false before).
+  bool same_process() const noexcept { return same_process_.load(std::memory_order_relaxed); }
+  // Records published so far on channels whose peer is this process: only this process
+  // moves it, so a poller that saw no change has nothing to find on those channels.
+  static uint64_t local_publishes() noexcept;
   // The acceptor can read and write the connector's memory (process_vm_readv/writev).
   bool cma() const noexcept { return cma_.load(std::memory_order_acquire); }
   // Connector: it can also write the acceptor's memory (the split rendezvous pushes).
@@ -171,6 +177,7 @@ class Channel {
   Status map(int memfd, size_t bytes, bool init);
   bool emit(OutOp& op);  // true when fully emitted
   void ring_peer();
+  void publish_tx();  // tx_.publish(), the peer's doorbell if asked, the local count
 
   Role role_ = Role::kConnector;
   int sock_ = -1;
@@ -178,6 +185,7 @@ class Channel {
   std::atomic<int> peer_doorbell_{-1};
   pid_t peer_pid_ = 0;
   std::atomic<bool> ready_{false};
+  std::atomic<bool> same_process_{false};  // set before ready_; polls read it any time
   std::atomic<bool> cma_{false};
   std::atomic<bool> cma_push_{false};
   void* base_ = nullptr;

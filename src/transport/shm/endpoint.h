@@ -73,6 +73,13 @@ class ShmEndpoint : public detail::TransportEndpoint, public std::enable_shared_
   std::shared_ptr<const std::byte> view_mapped(uint64_t key, uint64_t addr, size_t len) override;
 
   int poll();
+  // Whether the peer is this process: its rings only change when this process publishes
+  // (Channel::local_publishes).
+  bool same_process() const {
+    Channel* c = out_raw_.load(std::memory_order_acquire);
+    if (c == nullptr) c = in_raw_.load(std::memory_order_acquire);
+    return c != nullptr && c->same_process();
+  }
   bool arm();
   void disarm();
   void tick(int64_t now_ns);

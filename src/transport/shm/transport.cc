@@ -18,6 +18,9 @@
 #include "transport/shm/endpoint.h"
 
 namespace podnet::shm {
+namespace {
+constexpr unsigned kLocalPollEvery = 8;
+}  // namespace
 
 std::string local_host_id() {
   if (const char* env = std::getenv("PODNET_HOST_ID"); env != nullptr && *env != '\0') return env;
@@ -268,8 +271,20 @@ void ShmTransport::on_hello(PendingAccept* p) {
 }
 
 int ShmTransport::poll() {
+  // Every rank has an endpoint to itself, and polling its four rings on every turn of a
+  // wait made that wait slower to see what its real peer sent (8 B shm send ping-pong,
+  // eight interleaved rounds: median RTT/2 153 against 158 ns). Records reach such an
+  // endpoint only when this process publishes them, so it is polled when the count of
+  // those publishes moved, and every kLocalPollEvery-th turn regardless: for a record that
+  // another thread's poll did not take because it held the ring at that moment.
+  const uint64_t pub = Channel::local_publishes();
+  const unsigned turn = local_turn_.load(std::memory_order_relaxed);
+  local_turn_.store(turn + 1, std::memory_order_relaxed);
+  const bool local_due = pub != local_seen_.load(std::memory_order_relaxed) || turn % kLocalPollEvery == 0;
+  if (local_due) local_seen_.store(pub, std::memory_order_relaxed);
   int n = 0;
-  for (ShmEndpoint* ep : list()) n += ep->poll();
+  for (ShmEndpoint* ep : list())
+    if (local_due || !ep->same_process()) n += ep->poll();
   return n;
 }
 

@@ -108,6 +108,11 @@ class ShmTransport final : public detail::Transport, public detail::Poller {
   // so the list only grows; replaced lists are kept until the transport dies.
   std::atomic<const EndpointList*> list_;
   std::vector<std::unique_ptr<EndpointList>> lists_;
+  // poll() skips endpoints to this process while Channel::local_publishes() stays where it
+  // last saw it, except every kLocalPollEvery-th turn. Relaxed: a lost update between two
+  // polling threads costs one extra or one skipped turn.
+  std::atomic<uint64_t> local_seen_{~uint64_t{0}};
+  std::atomic<unsigned> local_turn_{0};
   // Socket watchers live until the transport dies: epoll may still report an event for one
   // after it was removed.
   std::vector<std::unique_ptr<detail::EventHandler>> handlers_;
