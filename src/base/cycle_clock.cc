@@ -34,16 +34,6 @@ Stamp stamp(const CycleClock& c) {
   return best;
 }
 
-CycleClock::Source native_counter() {
-#if defined(__x86_64__) || defined(__i386__)
-  return CycleClock::Source::kTsc;
-#elif defined(__aarch64__)
-  return CycleClock::Source::kCntvct;
-#else
-  return CycleClock::Source::kMonotonic;
-#endif
-}
-
 }  // namespace
 
 bool CycleClock::counter_trusted() {

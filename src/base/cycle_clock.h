@@ -42,6 +42,16 @@ class CycleClock {
   static CycleClock make(Source wanted, int64_t calibrate_ns, bool fenced = false);
   // Whether the kernel keeps time with this machine's counter (its clocksource file).
   static bool counter_trusted();
+  // This architecture's counter: kTsc on x86, kCntvct on aarch64, else kMonotonic.
+  static constexpr Source native_counter() noexcept {
+#if defined(__x86_64__) || defined(__i386__)
+    return Source::kTsc;
+#elif defined(__aarch64__)
+    return Source::kCntvct;
+#else
+    return Source::kMonotonic;
+#endif
+  }
 
   uint64_t ticks() const noexcept {
     switch (source_) {

@@ -14,15 +14,7 @@
 namespace podnet {
 namespace {
 
-CycleClock::Source native_counter() {
-#if defined(__x86_64__) || defined(__i386__)
-  return CycleClock::Source::kTsc;
-#elif defined(__aarch64__)
-  return CycleClock::Source::kCntvct;
-#else
-  return CycleClock::Source::kMonotonic;
-#endif
-}
+constexpr CycleClock::Source native_counter() { return CycleClock::native_counter(); }
 
 // Spins for about `ns` of CLOCK_MONOTONIC and returns (clock ns, counter ns) for that span.
 std::pair<double, double> both_spans(const CycleClock& c, int64_t ns) {
