@@ -233,6 +233,10 @@ TEST(BenchP2pLatencyTimer, IsNamedAndSelectable) {
   BenchRun f = bench("send", "lat", 8, 2000, 100, {"PODNET_BENCH_TIMER=fenced"});
   expect_report(f, "send", "lat", 8, 2000);
   EXPECT_EQ(f.json.value("timer", ""), expect_auto == "tsc" ? "tsc+lfence" : expect_auto);
+  BenchRun pairs = bench("send", "lat", 8, 200, 10, {}, {"--all-pairs"});  // the matrix names it too
+  ASSERT_EQ(pairs.outcome.exit_code, 0) << describe(pairs.outcome);
+  EXPECT_EQ(pairs.json.value("benchmark", ""), "p2p_all_pairs");
+  EXPECT_EQ(pairs.json.value("timer", ""), expect_auto);
   BenchRun bad = bench("send", "lat", 8, 100, 10, {"PODNET_BENCH_TIMER=cycles"});
   EXPECT_NE(bad.outcome.exit_code, 0) << describe(bad.outcome);
   EXPECT_NE(bad.outcome.err.find("PODNET_BENCH_TIMER='cycles'"), std::string::npos) << describe(bad.outcome);

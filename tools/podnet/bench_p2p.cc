@@ -432,13 +432,10 @@ Result<std::vector<P2pRow>> run_p2p_pair(World& world, int peer, bool initiator,
 }  // namespace podnet::tool
 
 namespace podnet::tool {
-namespace {
-// The latency rows' timer, as the run used it (it has been made by then).
-std::string_view timer_name() {
+std::string_view p2p_timer_name() {
   auto clock = CycleClock::for_benchmarks();
   return clock.ok() ? (*clock)->name() : "unknown";
 }
-}  // namespace
 
 void print_p2p(const P2pOptions& o, const World& world, const std::vector<P2pRow>& rows, std::string_view peer,
                std::string_view transport) {
@@ -458,7 +455,7 @@ void print_p2p(const P2pOptions& o, const World& world, const std::vector<P2pRow
   } else {
     fmt::print("# latency in usec, {} ({}); timer {}{}\n", pingpong ? "RTT/2" : "RTT",
                pingpong ? "ping-pong, half the round trip" : "until the operation completes at the initiator",
-               timer_name(), o.check ? "; --check: every payload verified" : "");
+               p2p_timer_name(), o.check ? "; --check: every payload verified" : "");
     fmt::print("{:>12} {:>12} {:>10} {:>12} {:>10} {:>10} {:>11} {:>10} {:>8}\n", "#bytes", "#iterations",
                "t_min[us]", "t_typical[us]", "t_avg[us]", "t_p99[us]", "t_p99.9[us]", "t_max[us]", "#wrong");
     for (auto& r : rows)
@@ -480,7 +477,7 @@ nlohmann::json p2p_json(const P2pOptions& o, const std::vector<P2pRow>& rows, st
   j["alloc"] = o.alloc;
   if (o.mode == "lat") {
     j["latency_kind"] = pingpong ? "rtt/2" : "rtt";
-    j["timer"] = timer_name();
+    j["timer"] = p2p_timer_name();
   }
   j["results"] = nlohmann::json::array();
   for (auto& r : rows) {

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace podnet {
@@ -64,6 +65,9 @@ struct P2pMatrix {
 Result<P2pMatrix> run_p2p_all_pairs(World& world, const P2pOptions& o);
 void print_p2p_matrix(const P2pOptions& o, const P2pMatrix& m);
 nlohmann::json p2p_matrix_json(const P2pOptions& o, const P2pMatrix& m);
+// The clock that times latency iterations (CycleClock::for_benchmarks: "tsc", "tsc+lfence",
+// "cntvct" or "clock_gettime"), as a latency run used it.
+std::string_view p2p_timer_name();
 void print_p2p(const P2pOptions& o, const World& world, const std::vector<P2pRow>& rows, std::string_view peer,
                std::string_view transport);
 nlohmann::json p2p_json(const P2pOptions& o, const std::vector<P2pRow>& rows, std::string_view transport);

@@ -119,7 +119,8 @@ void print_p2p_matrix(const P2pOptions& o, const P2pMatrix& m) {
   fmt::print("# podnet bench p2p --all-pairs: {} {}, {} bytes x {} iterations per ordered pair, one pair at a time\n",
              o.op, bw ? "bandwidth" : "latency", m.bytes, m.iters);
   fmt::print("# {}; row: from (initiator), column: to (target){}\n",
-             bw ? "Gb/s = 10^9 bit/s at remote completion" : "t_typical in us (median; RTT/2 for send, write_notify)",
+             bw ? "Gb/s = 10^9 bit/s at remote completion"
+                : fmt::format("t_typical in us (median; RTT/2 for send, write_notify, write; timer {})", p2p_timer_name()),
              o.check ? "; every payload verified" : "");
   fmt::print("{:>8}", "from\\to");
   for (size_t j = 0; j < n; ++j) fmt::print(" {:>8}", j);
@@ -161,6 +162,7 @@ nlohmann::json p2p_matrix_json(const P2pOptions& o, const P2pMatrix& m) {
                    {"unit", o.mode == "bw" ? "Gb/s" : "us"},
                    {"pod_median", pod},
                    {"outlier_ratio", kOutlierRatio}};
+  if (o.mode != "bw") j["timer"] = p2p_timer_name();
   j["matrix"] = m.value;
   j["ranks"] = nlohmann::json::array();
   j["outliers"] = nlohmann::json::array();
