@@ -273,7 +273,7 @@ void ShmTransport::on_hello(PendingAccept* p) {
 int ShmTransport::poll() {
   // Every rank has an endpoint to itself, and polling its four rings on every turn of a
   // wait made that wait slower to see what its real peer sent (8 B shm send ping-pong,
-  // eight interleaved rounds: median RTT/2 153 against 158 ns). Records reach such an
+  // seven interleaved rounds: median RTT/2 155.5 against 160.5 ns). Records reach such an
   // endpoint only when this process publishes them, so it is polled when the count of
   // those publishes moved, and every kLocalPollEvery-th turn regardless: for a record that
   // another thread's poll did not take because it held the ring at that moment.
