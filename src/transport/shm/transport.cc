@@ -275,16 +275,25 @@ int ShmTransport::poll() {
   // wait made that wait slower to see what its real peer sent (8 B shm send ping-pong,
   // seven interleaved rounds: median RTT/2 155.5 against 160.5 ns). Records reach such an
   // endpoint only when this process publishes them, so it is polled when the count of
-  // those publishes moved, and every kLocalPollEvery-th turn regardless: for a record that
+  // those publishes moved, on the turn after one that found work there (a burst longer
+  // than one poll takes), and every kLocalPollEvery-th turn regardless: for a record that
   // another thread's poll did not take because it held the ring at that moment.
   const uint64_t pub = Channel::local_publishes();
   const unsigned turn = local_turn_.load(std::memory_order_relaxed);
   local_turn_.store(turn + 1, std::memory_order_relaxed);
   const bool local_due = pub != local_seen_.load(std::memory_order_relaxed) || turn % kLocalPollEvery == 0;
   if (local_due) local_seen_.store(pub, std::memory_order_relaxed);
-  int n = 0;
-  for (ShmEndpoint* ep : list())
-    if (local_due || !ep->same_process()) n += ep->poll();
+  int n = 0, local_work = 0;
+  for (ShmEndpoint* ep : list()) {
+    if (!ep->same_process()) {
+      n += ep->poll();
+    } else if (local_due) {
+      const int w = ep->poll();
+      n += w;
+      local_work += w;
+    }
+  }
+  if (local_work > 0) local_seen_.store(~uint64_t{0}, std::memory_order_relaxed);  // look again next turn
   return n;
 }
 
