@@ -40,9 +40,12 @@ bool CycleClock::counter_trusted() {
   std::string cs;
   std::getline(std::ifstream(kClocksourceFile), cs);
   switch (native_counter()) {
-    case Source::kTsc: return cs == "tsc";
-    case Source::kCntvct: return cs == "arch_sys_counter";
-    default: return false;
+    case Source::kTsc:
+      return cs == "tsc";
+    case Source::kCntvct:
+      return cs == "arch_sys_counter";
+    default:
+      return false;
   }
 }
 
@@ -73,9 +76,12 @@ Result<const CycleClock*> CycleClock::for_benchmarks() {
 
 std::string_view CycleClock::name() const noexcept {
   switch (source_) {
-    case Source::kTsc: return fenced_ ? "tsc+lfence" : "tsc";
-    case Source::kCntvct: return "cntvct";
-    default: return "clock_gettime";
+    case Source::kTsc:
+      return fenced_ ? "tsc+lfence" : "tsc";
+    case Source::kCntvct:
+      return "cntvct";
+    default:
+      return "clock_gettime";
   }
 }
 

@@ -11,10 +11,10 @@
 // Thread-safety: for_benchmarks() is safe from any thread; the clock is immutable once made.
 #pragma once
 
+#include <podnet/status.h>
+
 #include <cstdint>
 #include <string_view>
-
-#include <podnet/status.h>
 
 #include "base/clock.h"
 
@@ -67,7 +67,8 @@ class CycleClock {
         return v;
       }
 #endif
-      default: return static_cast<uint64_t>(now_ns());
+      default:
+        return static_cast<uint64_t>(now_ns());
     }
   }
   double ns(uint64_t ticks) const noexcept { return static_cast<double>(ticks) * ns_per_tick_; }

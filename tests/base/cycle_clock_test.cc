@@ -14,8 +14,6 @@
 namespace podnet {
 namespace {
 
-constexpr CycleClock::Source native_counter() { return CycleClock::native_counter(); }
-
 // Spins for about `ns` of CLOCK_MONOTONIC and returns (clock ns, counter ns) for that span.
 std::pair<double, double> both_spans(const CycleClock& c, int64_t ns) {
   const uint64_t t0 = c.ticks();
@@ -27,11 +25,12 @@ std::pair<double, double> both_spans(const CycleClock& c, int64_t ns) {
 }
 
 TEST(CycleClock, CounterAgreesWithTheMonotonicClock) {
-  if (native_counter() == CycleClock::Source::kMonotonic) GTEST_SKIP() << "no cycle counter on this architecture";
+  if (CycleClock::native_counter() == CycleClock::Source::kMonotonic)
+    GTEST_SKIP() << "no cycle counter on this architecture";
   if (!CycleClock::counter_trusted())
     GTEST_SKIP() << "the kernel does not keep time with this CPU's counter (its clocksource is another)";
-  const CycleClock c = CycleClock::make(native_counter(), 20'000'000);
-  ASSERT_EQ(c.source(), native_counter());
+  const CycleClock c = CycleClock::make(CycleClock::native_counter(), 20'000'000);
+  ASSERT_EQ(c.source(), CycleClock::native_counter());
   EXPECT_FALSE(c.fenced());
   EXPECT_NE(c.name(), "clock_gettime");
   EXPECT_GT(c.ns_per_tick(), 0.0);
@@ -54,12 +53,13 @@ TEST(CycleClock, CounterAgreesWithTheMonotonicClock) {
 }
 
 TEST(CycleClock, FencedCounterAgreesToo) {
-  if (native_counter() == CycleClock::Source::kMonotonic) GTEST_SKIP() << "no cycle counter on this architecture";
+  if (CycleClock::native_counter() == CycleClock::Source::kMonotonic)
+    GTEST_SKIP() << "no cycle counter on this architecture";
   if (!CycleClock::counter_trusted())
     GTEST_SKIP() << "the kernel does not keep time with this CPU's counter (its clocksource is another)";
-  const CycleClock c = CycleClock::make(native_counter(), 20'000'000, /*fenced=*/true);
-  ASSERT_EQ(c.source(), native_counter());
-  EXPECT_EQ(c.fenced(), native_counter() == CycleClock::Source::kTsc);
+  const CycleClock c = CycleClock::make(CycleClock::native_counter(), 20'000'000, /*fenced=*/true);
+  ASSERT_EQ(c.source(), CycleClock::native_counter());
+  EXPECT_EQ(c.fenced(), CycleClock::native_counter() == CycleClock::Source::kTsc);
   if (c.fenced()) {
     EXPECT_EQ(c.name(), "tsc+lfence");
   }
@@ -85,7 +85,7 @@ TEST(CycleClock, MonotonicSourceIsTheClockItself) {
 
 TEST(CycleClock, ACounterThisMachineLacksFallsBackToTheClock) {
   const CycleClock::Source other =
-      native_counter() == CycleClock::Source::kTsc ? CycleClock::Source::kCntvct : CycleClock::Source::kTsc;
+      CycleClock::native_counter() == CycleClock::Source::kTsc ? CycleClock::Source::kCntvct : CycleClock::Source::kTsc;
   const CycleClock c = CycleClock::make(other, 1'000'000);
   EXPECT_EQ(c.source(), CycleClock::Source::kMonotonic);
   EXPECT_EQ(c.name(), "clock_gettime");

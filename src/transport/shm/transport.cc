@@ -20,6 +20,8 @@
 namespace podnet::shm {
 namespace {
 constexpr unsigned kLocalPollEvery = 8;
+// poll()'s turns on this thread: counted per thread, so the spin loop writes no shared line.
+thread_local unsigned t_poll_turn = 0;
 }  // namespace
 
 std::string local_host_id() {
@@ -279,8 +281,7 @@ int ShmTransport::poll() {
   // than one poll takes), and every kLocalPollEvery-th turn regardless: for a record that
   // another thread's poll did not take because it held the ring at that moment.
   const uint64_t pub = Channel::local_publishes();
-  const unsigned turn = local_turn_.load(std::memory_order_relaxed);
-  local_turn_.store(turn + 1, std::memory_order_relaxed);
+  const unsigned turn = t_poll_turn++;
   const bool local_due = pub != local_seen_.load(std::memory_order_relaxed) || turn % kLocalPollEvery == 0;
   if (local_due) local_seen_.store(pub, std::memory_order_relaxed);
   int n = 0, local_work = 0;

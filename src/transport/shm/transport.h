@@ -112,7 +112,6 @@ class ShmTransport final : public detail::Transport, public detail::Poller {
   // last saw it, except every kLocalPollEvery-th turn. Relaxed: a lost update between two
   // polling threads costs one extra or one skipped turn.
   std::atomic<uint64_t> local_seen_{~uint64_t{0}};
-  std::atomic<unsigned> local_turn_{0};
   // Socket watchers live until the transport dies: epoll may still report an event for one
   // after it was removed.
   std::vector<std::unique_ptr<detail::EventHandler>> handlers_;
