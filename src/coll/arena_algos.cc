@@ -6,6 +6,7 @@
 #include <cstring>
 #include <vector>
 
+#include "base/copy.h"
 #include "coll/algorithms.h"
 #include "coll/arena.h"
 #include "coll/reduce_kernels.h"
@@ -363,7 +364,7 @@ Status cma_allgather(Call& c, Arena& a, const void* send, void* recv, size_t cou
   if (inside && own != in && bytes > 0) std::memmove(own, in, bytes);
   const std::byte* src = inside ? own : in;
   return cma_exchange(
-      c, a, recv, c.size() * bytes, [&] { copy(own, src, bytes); },
+      c, a, recv, c.size() * bytes, [&] { copy_to_output(own, src, bytes); },
       [&](int r, const Posted& to) { return put_to_peer(c, a, r, to, to.addr + c.rank() * bytes, src, bytes); });
 }
 
@@ -379,7 +380,7 @@ Status cma_alltoall(Call& c, Arena& a, const void* send, void* recv, size_t coun
     src = saved;
   }
   return cma_exchange(
-      c, a, recv, n * bytes, [&] { copy(B(recv) + me * bytes, src + me * bytes, bytes); },
+      c, a, recv, n * bytes, [&] { copy_to_output(B(recv) + me * bytes, src + me * bytes, bytes); },
       [&](int r, const Posted& to) { return put_to_peer(c, a, r, to, to.addr + me * bytes, src + r * bytes, bytes); });
 }
 

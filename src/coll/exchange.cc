@@ -2,6 +2,7 @@
 #include <cstring>
 #include <vector>
 
+#include "base/copy.h"
 #include "coll/algorithms.h"
 #include "coll/reduce_kernels.h"
 
@@ -94,7 +95,7 @@ Status allgather_ring(Call& c, const void* send, void* recv, size_t count, bool 
     // user's clean buffer, not a block this core has just dirtied).
     Request rr = c.irecv(mod(r - 1, n), B(recv) + mod(r - 1, n) * bytes, bytes, 0);
     Request sr = c.isend(mod(r + 1, n), in, bytes, 0);
-    std::memcpy(own, in, bytes);
+    copy_to_output(own, in, bytes);
     PODNET_RETURN_IF_ERROR(c.wait_recv(rr, mod(r - 1, n), bytes));
     PODNET_RETURN_IF_ERROR(c.wait_send(sr, mod(r + 1, n)));
     s = 1;
@@ -122,7 +123,7 @@ Status allgather_linear(Call& c, const void* send, void* recv, size_t count) {
   return exchange_with_all(
       c, bytes, 0, [&](int from) { return B(recv) + from * bytes; }, [&](int) { return src; },
       // The own block while the others move (the peers read the user's clean input).
-      [&] { if (!overlap && bytes > 0) std::memcpy(own, in, bytes); });
+      [&] { if (!overlap) copy_to_output(own, in, bytes); });
 }
 
 Status allgatherv_ring(Call& c, const void* send, void* recv, const std::vector<size_t>& counts) {
@@ -276,7 +277,7 @@ Status alltoall_pairwise(Call& c, const void* send, void* recv, size_t count) {
   const int n = c.size(), r = c.rank();
   const size_t bytes = count * c.esize();
   const std::byte* src = send_source(c, send, recv, bytes * n);
-  if (bytes > 0) std::memcpy(B(recv) + r * bytes, src + r * bytes, bytes);
+  copy_to_output(B(recv) + r * bytes, src + r * bytes, bytes);
   for (int k = 1; k < n; ++k) {
     int to = mod(r + k, n), from = mod(r - k, n);
     PODNET_RETURN_IF_ERROR(c.sendrecv(to, src + to * bytes, bytes, from, B(recv) + from * bytes, bytes,
@@ -305,7 +306,7 @@ Status alltoall_linear(Call& c, const void* send, void* recv, size_t count) {
   return exchange_with_all(
       c, bytes, 1, [&](int from) { return B(recv) + from * bytes; }, [&](int to) { return src + to * bytes; },
       // The own block while the others move.
-      [&] { if (!in_place && bytes > 0) std::memcpy(B(recv) + r * bytes, src + r * bytes, bytes); });
+      [&] { if (!in_place) copy_to_output(B(recv) + r * bytes, src + r * bytes, bytes); });
 }
 
 Status alltoallv_pairwise(Call& c, const void* send, const std::vector<size_t>& scounts, void* recv,

@@ -2,6 +2,7 @@
 #include <cstring>
 #include <vector>
 
+#include "base/copy.h"
 #include "coll/algorithms.h"
 #include "coll/reduce_kernels.h"
 
@@ -59,7 +60,7 @@ Status broadcast_binomial(Call& c, const void* send, void* buf, size_t count, in
       sends.emplace_back(child, c.isend(child, src, bytes, 200));
     }
   }
-  if (src != buf && bytes > 0) std::memcpy(buf, src, bytes);  // out of place, at the root
+  if (src != buf) copy_to_output(buf, src, bytes);  // out of place, at the root
   for (auto& [p, r] : sends) PODNET_RETURN_IF_ERROR(c.wait_send(r, p));
   return {};
 }
@@ -85,7 +86,7 @@ Status broadcast_chain(Call& c, const void* send, void* buf, size_t count, int r
     if (vr != 0) PODNET_RETURN_IF_ERROR(c.wait_recv(rr[k], prev, len));
     if (vr != n - 1) sr.push_back(c.isend(next, from + off, len, static_cast<uint32_t>(k)));
   }
-  if (vr == 0 && send != buf && bytes > 0) std::memcpy(buf, send, bytes);  // out of place, at the root
+  if (vr == 0 && send != buf) copy_to_output(buf, send, bytes);  // out of place, at the root
   for (auto& r : sr) PODNET_RETURN_IF_ERROR(c.wait_send(r, next));
   return {};
 }
