@@ -50,9 +50,11 @@ void copy_to_output(void* dst, const void* src, size_t bytes, size_t stream_min)
   }
 }
 
-void copy_to_output(void* dst, const void* src, size_t bytes) {
+size_t copy_stream_min() {
   static const size_t stream_min = config().copy_stream_min;
-  copy_to_output(dst, src, bytes, stream_min);
+  return stream_min;
 }
+
+void copy_to_output(void* dst, const void* src, size_t bytes) { copy_to_output(dst, src, bytes, copy_stream_min()); }
 
 }  // namespace podnet

@@ -19,7 +19,10 @@ namespace podnet {
 // PODNET_COPY_STREAM_MIN bytes (0: never).
 void copy_to_output(void* dst, const void* src, size_t bytes);
 
-// The same, with the threshold given (tests and benchmarks).
+// PODNET_COPY_STREAM_MIN (read once).
+size_t copy_stream_min();
+
+// The same, with the threshold given (tests, and calls that copy a large output in parts).
 void copy_to_output(void* dst, const void* src, size_t bytes, size_t stream_min);
 
 // The non-temporal copy itself, whatever the size (a memcpy where the CPU has none).
