@@ -57,4 +57,9 @@ size_t copy_stream_min() {
 
 void copy_to_output(void* dst, const void* src, size_t bytes) { copy_to_output(dst, src, bytes, copy_stream_min()); }
 
+void copy_part_to_output(void* dst, const void* src, size_t bytes, size_t total) {
+  const size_t min = copy_stream_min();
+  copy_to_output(dst, src, bytes, min != 0 && total >= min ? 1 : 0);
+}
+
 }  // namespace podnet

@@ -22,6 +22,11 @@ void copy_to_output(void* dst, const void* src, size_t bytes);
 // PODNET_COPY_STREAM_MIN (read once).
 size_t copy_stream_min();
 
+// A part of an output of `total` bytes (a fragment of a large message, a slot-sized piece
+// of a large collective): streamed when the whole output reaches PODNET_COPY_STREAM_MIN,
+// whatever the part's own size.
+void copy_part_to_output(void* dst, const void* src, size_t bytes, size_t total);
+
 // The same, with the threshold given (tests, and calls that copy a large output in parts).
 void copy_to_output(void* dst, const void* src, size_t bytes, size_t stream_min);
 

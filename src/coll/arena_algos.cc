@@ -20,13 +20,6 @@ void copy(void* dst, const void* src, size_t bytes) {
   if (bytes > 0 && dst != src) std::memcpy(dst, src, bytes);
 }
 
-// A part of an output of `total` bytes: streamed past the caches when the whole output
-// is large enough to be (base/copy.h), whatever the part's own size.
-void copy_part(void* dst, const void* src, size_t bytes, size_t total) {
-  const size_t min = copy_stream_min();
-  copy_to_output(dst, src, bytes, min != 0 && total >= min ? 1 : 0);
-}
-
 // Posts `bytes` from `src` (skipped when null) as this rank's data for call s.
 Status put(Call& c, Arena& a, uint32_t s, const void* src, size_t bytes) {
   PODNET_RETURN_IF_ERROR(a.wait_writable(c, s));
@@ -205,10 +198,10 @@ Status shm_allgather(Call& c, Arena& a, const void* send, void* recv, size_t cou
     const size_t len = std::min(a.slot_bytes(), bytes - off);
     const uint32_t s = a.begin(len);
     PODNET_RETURN_IF_ERROR(put(c, a, s, in + off, len));
-    copy_part(own + off, in + off, len, n * bytes);  // while the others post
+    copy_part_to_output(own + off, in + off, len, n * bytes);  // while the others post
     PODNET_RETURN_IF_ERROR(get_all(c, a, s, len, sl.get()));
     for (int r = 0; r < n; ++r)
-      if (r != me) copy_part(B(recv) + r * bytes + off, sl.get()[r], len, n * bytes);
+      if (r != me) copy_part_to_output(B(recv) + r * bytes + off, sl.get()[r], len, n * bytes);
     a.finish(s);
   }
   return {};
@@ -248,10 +241,10 @@ Status shm_alltoall_parts(Call& c, Arena& a, const std::byte* in, std::byte* out
     for (int r = 0; r < n; ++r)
       if (r != me) copy(mine + r * len, in + r * bytes + off, len);
     a.post(c, s, len * n);
-    copy_part(out + me * bytes + off, in + me * bytes + off, len, stream_total);  // while the others post
+    copy_part_to_output(out + me * bytes + off, in + me * bytes + off, len, stream_total);  // while the others post
     PODNET_RETURN_IF_ERROR(get_all(c, a, s, len * n, sl.get()));
     for (int r = 0; r < n; ++r)
-      if (r != me) copy_part(out + r * bytes + off, sl.get()[r] + me * len, len, stream_total);
+      if (r != me) copy_part_to_output(out + r * bytes + off, sl.get()[r] + me * len, len, stream_total);
     a.finish(s);
   }
   return {};

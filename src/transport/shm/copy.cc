@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "base/copy.h"
 #include "base/log.h"
 #include "transport/shm/endpoint.h"
 #include "transport/shm/transport.h"
@@ -114,7 +115,7 @@ void ShmEndpoint::on_write(const RecHdr& h) {
   if (st.ok()) {
     auto* dst = reinterpret_cast<std::byte*>(h.addr);
     if (h.type == Rec::kWrite) {
-      if (h.plen > 0 && h.aux + h.plen <= h.len) std::memcpy(dst + h.aux, payload(&h), h.plen);
+      if (h.plen > 0 && h.aux + h.plen <= h.len) copy_part_to_output(dst + h.aux, payload(&h), h.plen, h.len);
     } else {
       st = cross_copy(peer_pid_.load(), dst, h.aux, h.len, /*into_peer=*/false);
     }

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "base/clock.h"
+#include "base/copy.h"
 #include "base/log.h"
 #include "transport/shm/transport.h"
 
@@ -411,7 +412,9 @@ void ShmEndpoint::on_send_fragment(const RecHdr& h) {
       PODNET_WARN(kNet, "shm message fragment out of order from {}", peer_name());
       return;
     }
-    std::memcpy(in.dst + h.aux, payload(&h), h.plen);
+    // Into a posted receive, a large message's fragments stream past the caches; a buffer
+    // for an unexpected one is read again soon (the copy into the receive).
+    copy_part_to_output(in.dst + h.aux, payload(&h), h.plen, in.posted ? h.len : 0);
   }
   if (!(h.flags & kLast)) return;
   if (in.posted) {
@@ -465,7 +468,7 @@ void ShmEndpoint::on_reply_record(const RecHdr& h) {
     if (last) ops_.erase(it);
   }
   if (h.type == Rec::kReadData) {
-    if (h.plen > 0 && h.aux + h.plen <= op.len) std::memcpy(op.dst + h.aux, payload(&h), h.plen);
+    if (h.plen > 0 && h.aux + h.plen <= op.len) copy_part_to_output(op.dst + h.aux, payload(&h), h.plen, op.len);
     if (last) op.req->complete(Status::Ok());
     return;
   }
