@@ -63,7 +63,7 @@ void ShmEndpoint::pull_rendezvous(detail::PostedRecv recv, uint64_t seq, size_t 
     }
   }
   Status st;
-  if (mapped) std::memcpy(recv.buf, mapped->at(src), mine);
+  if (mapped) copy_to_output(recv.buf, mapped->at(src), mine);
   else st = cross_copy(peer_pid_.load(), recv.buf, src, mine, /*into_peer=*/false);
   if (split) recv.req->part_done(st.ok() ? st : op_failure(*recv.req, st));
   else recv.req->complete(st.ok() ? st : op_failure(*recv.req, st));

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "base/clock.h"
+#include "base/copy.h"
 #include "base/log.h"
 #include "transport/shm/endpoint.h"
 #include "transport/shm/transport.h"
@@ -69,8 +70,8 @@ ShmEndpoint::Req ShmEndpoint::copy_mapped(Channel& ch, const char* name, uint64_
     req->complete(op_failure(*req, why));
     return req;
   }
-  if (read) std::memcpy(local, m->at(addr), len);
-  else std::memcpy(m->at(addr), local, len);
+  if (read) copy_to_output(local, m->at(addr), len);
+  else copy_to_output(m->at(addr), local, len);
   req->complete(Status::Ok());
   return req;
 }
@@ -91,8 +92,8 @@ std::shared_ptr<detail::PeerMapping> ShmEndpoint::usable_mapping(uint64_t key, u
 bool ShmEndpoint::copy_mapped_now(uint64_t key, uint64_t addr, void* local, size_t len, bool read) {
   const auto m = usable_mapping(key, addr, len, read ? Access::kRemoteRead : Access::kRemoteWrite);
   if (!m) return false;
-  if (read) std::memcpy(local, m->at(addr), len);
-  else std::memcpy(m->at(addr), local, len);
+  if (read) copy_to_output(local, m->at(addr), len);
+  else copy_to_output(m->at(addr), local, len);
   return true;
 }
 
