@@ -1,4 +1,5 @@
-// Copies into memory that is not read again soon: a collective's own block of its output.
+// Copies into memory that is not read again soon: a collective's output, the destination of
+// a large message or one-sided transfer that shared memory moves with a user-space copy.
 //
 // A large memcpy writes through the caches: every destination line is first read from
 // memory (the store needs it in the cache), then written back when evicted, and on its way
