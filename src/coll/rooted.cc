@@ -110,7 +110,7 @@ Status gather_linear(Call& c, const void* send, void* recv, size_t count, int ro
     if (p != root) rr[p] = c.irecv(p, B(recv) + p * bytes, bytes, 0);
   for (int p = 0; p < n; ++p)
     if (p != root) PODNET_RETURN_IF_ERROR(c.wait_recv(rr[p], p, bytes));
-  if (src != own && bytes > 0) std::memcpy(own, src, bytes);
+  copy_to_output(own, src, bytes);
   return {};
 }
 
