@@ -113,8 +113,8 @@ Status root_posts(Call& c, Arena& a, const void* send, size_t total, int root, U
   return {};
 }
 
-// allreduce of a vector that fits a slot.
-Status shm_allreduce_part(Call& c, Arena& a, const void* send, void* recv, size_t count) {
+// allreduce of a vector that fits a slot, a part of one of `total` bytes.
+Status shm_allreduce_part(Call& c, Arena& a, const void* send, void* recv, size_t count, size_t total) {
   const int n = c.size(), me = c.rank();
   const size_t es = c.esize();
   if (n <= 2 || count * es < kSplitReduceMin)
@@ -141,7 +141,7 @@ Status shm_allreduce_part(Call& c, Arena& a, const void* send, void* recv, size_
     if (r != me) {
       PODNET_ASSIGN_OR_RETURN(src, a.wait_posted(c, r, s2, cnt * es));
     }
-    copy(B(recv) + block_off(count, n, r) * es, src, cnt * es);
+    copy_part_to_output(B(recv) + block_off(count, n, r) * es, src, cnt * es, total);
   }
   a.saw_all(s2);
   a.finish(s2);
@@ -157,8 +157,8 @@ Status shm_allreduce(Call& c, Arena& a, const void* send, void* recv, size_t cou
   size_t off = 0;
   do {
     const size_t cnt = std::min(part, count - off);
-    PODNET_RETURN_IF_ERROR(shm_allreduce_part(c, a, static_cast<const std::byte*>(send) + off * es,
-                                              B(recv) + off * es, cnt));
+    PODNET_RETURN_IF_ERROR(
+        shm_allreduce_part(c, a, static_cast<const std::byte*>(send) + off * es, B(recv) + off * es, cnt, count * es));
     off += cnt;
   } while (off < count);
   return {};
