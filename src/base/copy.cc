@@ -41,25 +41,35 @@ void stream_copy(void* dst, const void* src, size_t bytes) {
 #endif
 }
 
-void copy_to_output(void* dst, const void* src, size_t bytes, size_t stream_min) {
+namespace {
+
+// Whether copies into an output of `total` bytes stream, under threshold `stream_min`.
+bool streams(size_t total, size_t stream_min) { return stream_min != 0 && total >= stream_min; }
+
+void copy_as(void* dst, const void* src, size_t bytes, bool stream) {
   if (bytes == 0 || dst == src) return;
-  if (stream_min != 0 && bytes >= stream_min) {
+  if (stream) {
     stream_copy(dst, src, bytes);
   } else {
     std::memcpy(dst, src, bytes);
   }
 }
 
+}  // namespace
+
 size_t copy_stream_min() {
   static const size_t stream_min = config().copy_stream_min;
   return stream_min;
 }
 
+void copy_to_output(void* dst, const void* src, size_t bytes, size_t stream_min) {
+  copy_as(dst, src, bytes, streams(bytes, stream_min));
+}
+
 void copy_to_output(void* dst, const void* src, size_t bytes) { copy_to_output(dst, src, bytes, copy_stream_min()); }
 
 void copy_part_to_output(void* dst, const void* src, size_t bytes, size_t total) {
-  const size_t min = copy_stream_min();
-  copy_to_output(dst, src, bytes, min != 0 && total >= min ? 1 : 0);
+  copy_as(dst, src, bytes, streams(total, copy_stream_min()));
 }
 
 }  // namespace podnet

@@ -15,6 +15,17 @@
 #include "transport/shm/transport.h"
 
 namespace podnet::shm {
+namespace {
+
+// One copy between this process's memory and its mapping of a peer's region.
+void copy_through(const detail::PeerMapping& m, uint64_t addr, void* local, size_t len, bool read) {
+  if (read)
+    copy_to_output(local, m.at(addr), len);
+  else
+    copy_to_output(m.at(addr), local, len);
+}
+
+}  // namespace
 
 std::shared_ptr<detail::PeerMapping> ShmEndpoint::mapping_for(Channel& ch, uint64_t key) {
   // pidfd_getfd needs the ptrace permission that pushing with process_vm_writev needs.
@@ -70,8 +81,7 @@ ShmEndpoint::Req ShmEndpoint::copy_mapped(Channel& ch, const char* name, uint64_
     req->complete(op_failure(*req, why));
     return req;
   }
-  if (read) copy_to_output(local, m->at(addr), len);
-  else copy_to_output(m->at(addr), local, len);
+  copy_through(*m, addr, local, len, read);
   req->complete(Status::Ok());
   return req;
 }
@@ -92,8 +102,7 @@ std::shared_ptr<detail::PeerMapping> ShmEndpoint::usable_mapping(uint64_t key, u
 bool ShmEndpoint::copy_mapped_now(uint64_t key, uint64_t addr, void* local, size_t len, bool read) {
   const auto m = usable_mapping(key, addr, len, read ? Access::kRemoteRead : Access::kRemoteWrite);
   if (!m) return false;
-  if (read) copy_to_output(local, m->at(addr), len);
-  else copy_to_output(m->at(addr), local, len);
+  copy_through(*m, addr, local, len, read);
   return true;
 }
 
