@@ -34,8 +34,9 @@ namespace podnet::shm {
 struct SegmentHeader {
   static constexpr uint64_t kMagic = 0x706f646e65747368ull;  // "podnetsh"
   // 2: ring control words 128 bytes apart; 3: records published by their first word (no
-  // head index)
-  static constexpr uint32_t kVersion = 3;
+  // head index); 4: large sends without cross-memory attach announce themselves (kRts with
+  // kRing) and wait for their receive
+  static constexpr uint32_t kVersion = 4;
   uint64_t magic;
   uint32_t version;
   uint32_t ring_bytes;
@@ -120,7 +121,13 @@ class Channel {
   bool cma() const noexcept { return cma_.load(std::memory_order_acquire); }
   // Connector: it can also write the acceptor's memory (the split rendezvous pushes).
   bool cma_push() const noexcept { return cma_push_.load(std::memory_order_acquire); }
-  size_t max_fragment() const noexcept { return tx_.capacity() / 4 - sizeof(RecHdr); }
+  // A record's payload at most: a sixteenth of the ring, so that a large message through the
+  // ring (no cross-memory attach) keeps many fragments in flight and the two sides copy at
+  // once. A quarter left room for three: the receiver copied them out while the sender waited
+  // for space, and then the other way round (docs/shm.md, "Rings").
+  size_t ring_bytes() const noexcept { return tx_.capacity(); }
+  size_t max_fragment() const noexcept { return tx_.capacity() / kFragmentsPerRing - sizeof(RecHdr); }
+  static constexpr size_t kFragmentsPerRing = 16;
 
   // Connector: the acceptor's reply arrived.
   void set_ready(pid_t peer_pid, bool cma, bool cma_push, int peer_doorbell);
