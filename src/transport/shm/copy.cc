@@ -31,6 +31,22 @@ void ShmEndpoint::pull_rendezvous(detail::PostedRecv recv, uint64_t seq, size_t 
   }
   recv.req->bytes = len;
   recv.req->tag = tag;
+  if (from.ring) {
+    // No cross-memory attach: the sender emits the payload through the ring into recv.buf.
+    {
+      std::lock_guard lk(mu_);
+      ring_recvs_[seq] = RingRecv{recv.buf, len, recv.req};
+    }
+    if (Channel* ch = in_raw_.load(std::memory_order_acquire)) {
+      OutOp op;
+      op.hdr.type = Rec::kCts;
+      op.hdr.flags = kRing;
+      op.hdr.seq = seq;
+      op.hdr.len = len;
+      post(*ch, std::move(op));
+    }
+    return;
+  }
   // The payload in a region of the sender's that this side mapped: one memcpy from the
   // mapping, all of it (a split's sender then pushes nothing).
   std::shared_ptr<detail::PeerMapping> mapped;
@@ -74,6 +90,33 @@ void ShmEndpoint::pull_rendezvous(detail::PostedRecv recv, uint64_t seq, size_t 
 // Initiator side of a split copy: a send or write pushes [aux, len) into the peer's buffer at
 // addr; a read pulls it from there. Then kPushDone tells the peer our half is in place.
 void ShmEndpoint::on_cts(const RecHdr& h) {
+  if (h.flags & kRing) {
+    // A ring rendezvous: the receive is posted; the payload goes out as kRdvData fragments,
+    // and the send completes once the last one is in the ring.
+    Op send;
+    {
+      std::lock_guard lk(mu_);
+      auto it = sends_.find(h.seq);
+      if (it == sends_.end()) return;
+      send = std::move(it->second);
+      sends_.erase(it);
+    }
+    Channel* ch = out_raw_.load(std::memory_order_acquire);
+    if (h.len != send.len || ch == nullptr) {
+      send.req->complete(op_failure(
+          *send.req, Status::Protocol("bad clear-to-send from the peer: {} bytes of a {}-byte send", h.len, send.len)));
+      return;
+    }
+    OutOp op;
+    op.hdr.type = Rec::kRdvData;
+    op.hdr.seq = h.seq;
+    op.hdr.len = send.len;
+    op.src = send.dst;
+    op.len = send.len;
+    op.fragments = true;
+    post(*ch, std::move(op), &send.req);
+    return;
+  }
   Op op;
   bool is_send = false;
   {

@@ -182,7 +182,13 @@ ShmEndpoint::Req ShmEndpoint::read(const detail::RegionState& local, size_t loca
 ShmEndpoint::Req ShmEndpoint::send_or_done(const void* buf, size_t len, uint64_t tag, uint64_t* done_seq) {
   Channel* ch = out_raw_.load(std::memory_order_acquire);
   if (!ch) return failed_request("send", Status::Unavailable("not connected"));
-  const bool rendezvous = ch->ready() && ch->cma() && len > transport_->options().eager_max;
+  // Past the eager size a send waits for its receive: pulled with one cross-memory copy, or
+  // without cross-memory attach sent through the ring once the receive is posted (kRing).
+  // That path keeps messages up to a quarter of the ring eager: a receiver that posts one
+  // receive at a time took twice as long for 64 KiB messages with a round trip before each.
+  const bool cma = ch->ready() && ch->cma();
+  const size_t eager = transport_->options().eager_max;
+  const bool rendezvous = ch->ready() && len > (cma ? eager : std::max(eager, ch->ring_bytes() / 4));
   RecHdr hdr{};
   hdr.seq = next_seq_.fetch_add(1, std::memory_order_relaxed);
   hdr.key = tag;
@@ -221,8 +227,11 @@ ShmEndpoint::Req ShmEndpoint::send_or_done(const void* buf, size_t len, uint64_t
     op.hdr = hdr;
     op.hdr.type = Rec::kRts;
     op.hdr.aux = reinterpret_cast<uint64_t>(buf);
-    if (transport_->options().map) op.hdr.imm = transport_->registry().allocated_key(buf, len);
-    if (ch->cma_push() && len >= transport_->options().split_min) {
+    if (!cma)
+      op.hdr.flags |= kRing;
+    else if (transport_->options().map)
+      op.hdr.imm = transport_->registry().allocated_key(buf, len);
+    if (cma && ch->cma_push() && len >= transport_->options().split_min) {
       op.hdr.flags |= kSplit;
       req->set_parts(2);  // our push, and the receiver's kFin
     }
@@ -311,6 +320,9 @@ void ShmEndpoint::on_request(const RecHdr& h) {
     case Rec::kSend:
       on_send_fragment(h);
       break;
+    case Rec::kRdvData:
+      on_rdv_data(h);
+      break;
     case Rec::kRts: {
       auto msg = detail::make_unexpected();
       msg->tag = h.key;
@@ -319,7 +331,7 @@ void ShmEndpoint::on_request(const RecHdr& h) {
       msg->rdv_id = h.seq;
       {
         std::lock_guard lk(mu_);
-        rts_src_[h.seq] = RtsSource{h.aux, h.imm};
+        rts_src_[h.seq] = RtsSource{h.aux, h.imm, (h.flags & kRing) != 0};
       }
       msg->split = (h.flags & kSplit) != 0;
       if (auto posted = matcher_.match_incoming(msg))
@@ -429,6 +441,28 @@ void ShmEndpoint::on_send_fragment(const RecHdr& h) {
   in = Incoming{};
 }
 
+void ShmEndpoint::on_rdv_data(const RecHdr& h) {
+  // The fragments of one send arrive in order, back to back (a queued operation is emitted
+  // whole before the next): the receive is looked up per fragment, and taken on the last.
+  const bool last = (h.flags & kLast) != 0;
+  RingRecv rr;
+  {
+    std::lock_guard lk(mu_);
+    auto it = ring_recvs_.find(h.seq);
+    if (it == ring_recvs_.end()) return;  // failed meanwhile
+    rr = last ? std::move(it->second) : it->second;
+    if (last) ring_recvs_.erase(it);
+  }
+  if (h.aux > rr.len || h.plen > rr.len - h.aux) {
+    PODNET_WARN(kNet, "shm rendezvous fragment [{}, +{}) outside the {}-byte message from {}", h.aux, h.plen, rr.len,
+                peer_name());
+    if (last) rr.req->complete(op_failure(*rr.req, Status::Protocol("bad rendezvous fragment from the peer")));
+    return;
+  }
+  if (h.plen > 0) copy_part_to_output(rr.buf + h.aux, payload(&h), h.plen, rr.len);
+  if (last) rr.req->complete(Status::Ok());
+}
+
 void ShmEndpoint::on_reply_record(const RecHdr& h) {
   if (h.type == Rec::kCts) {
     on_cts(h);
@@ -528,6 +562,7 @@ void ShmEndpoint::close_gracefully() {
 void ShmEndpoint::fail(const Status& why) {
   std::unordered_map<uint64_t, Op> ops, sends;
   std::unordered_map<uint64_t, std::shared_ptr<RequestState>> split;
+  std::unordered_map<uint64_t, RingRecv> ring;
   {
     std::lock_guard lk(mu_);
     if (!failed_.ok()) return;
@@ -536,6 +571,7 @@ void ShmEndpoint::fail(const Status& why) {
     ops.swap(ops_);
     sends.swap(sends_);
     split.swap(split_recvs_);
+    ring.swap(ring_recvs_);
     split_ops_.clear();  // releases the pinned regions
     rts_src_.clear();
   }
@@ -544,6 +580,7 @@ void ShmEndpoint::fail(const Status& why) {
     for (auto& [key, m] : maps_) m.reset();  // a failed peer's memory is no target any more
   }
   for (auto& [seq, r] : split) r->complete(op_failure(*r, why));
+  for (auto& [seq, r] : ring) r.req->complete(op_failure(*r.req, why));
   if (why.code() == Code::kCancelled || graceful_.load())
     PODNET_INFO(kNet, "{}: {}", peer_name(), why.message());
   else

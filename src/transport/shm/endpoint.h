@@ -17,7 +17,11 @@
 //              (kSplit): the receiver replies kCts with its buffer, then pulls the first half
 //              while the sender pushes the second (process_vm_writev) and says kPushDone:
 //              two cores copy at once. The receive completes on its pull and kPushDone, the
-//              send on its push and kFin.
+//              send on its push and kFin. Without cross-memory attach (kRts with kRing): once
+//              a receive matches, the receiver replies kCts (kRing) and the sender emits the
+//              payload as kRdvData fragments, which the receiver copies straight into the
+//              receive (nothing is buffered for a receive not yet posted); the send completes
+//              when its last fragment is in the ring, the receive with that fragment.
 //   split      write and read from PODNET_SHM_SPLIT_MIN: the target checks, replies kCts,
 //              copies the first half while the initiator copies the second and says
 //              kPushDone; then the target acks (write: after the notification).
@@ -126,6 +130,7 @@ class ShmEndpoint : public detail::TransportEndpoint, public std::enable_shared_
   void on_request(const RecHdr& h);
   void on_reply_record(const RecHdr& h);
   void on_send_fragment(const RecHdr& h);
+  void on_rdv_data(const RecHdr& h);
   void on_write(const RecHdr& h);
   void on_read(const RecHdr& h);
   void pull_rendezvous(detail::PostedRecv recv, uint64_t seq, size_t len, uint64_t tag, bool split);
@@ -169,11 +174,19 @@ class ShmEndpoint : public detail::TransportEndpoint, public std::enable_shared_
   // that holds it (0: none).
   struct RtsSource {
     uint64_t addr = 0, region = 0;
+    bool ring = false;  // kRing: the payload comes through the ring once we send kCts
   };
   std::unordered_map<uint64_t, RtsSource> rts_src_;
   // Split rendezvous receives waiting for the sender's half (kPushDone).
   std::unordered_map<uint64_t, std::shared_ptr<detail::RequestState>> split_recvs_;
   std::unordered_map<uint64_t, SplitOp> split_ops_;  // split writes and reads (target side)
+  // Ring rendezvous receives (kRing), by the send's seq, while its kRdvData fragments arrive.
+  struct RingRecv {
+    std::byte* buf = nullptr;
+    size_t len = 0;
+    std::shared_ptr<detail::RequestState> req;
+  };
+  std::unordered_map<uint64_t, RingRecv> ring_recvs_;
   Status failed_;
   std::atomic<bool> failed_flag_{false};
   std::atomic<bool> graceful_{false};

@@ -42,10 +42,13 @@ enum class Rec : uint8_t {
   kPushDone,  // request: the sender pushed its part of a split rendezvous (code)
   kMapReq,    // request: may the initiator map the region of `key`? (allocated memory only)
   kMapResp,   // reply to kMapReq: key; aux = the owner's memfd descriptor, or code and error text
+  kRdvData,   // payload fragment of a ring rendezvous (after a kRing kCts): seq = the send's, aux = offset
 };
 
 // kSplit (on kRts): both sides copy half of a large message at once (two cores, one copy each).
-enum RecFlags : uint8_t { kFirst = 1, kLast = 2, kNotify = 4, kSplit = 8 };
+// kRing (on kRts and its kCts): no cross-memory attach; once the receive is posted the payload
+// follows through the ring (kRdvData), straight into it.
+enum RecFlags : uint8_t { kFirst = 1, kLast = 2, kNotify = 4, kSplit = 8, kRing = 16 };
 
 struct RecHdr {
   Rec type;
