@@ -145,8 +145,9 @@ class ProgressEngine {
   // An application thread found a one-sided request already complete (Request::wait returned
   // at once): it is driving this engine between its posts, so the background thread stays
   // parked as after a wait (kParkGraceNs) instead of waking for every acknowledgement and
-  // taking the CPU from it. Two-sided requests do not call this (request.cc). Request::test()
-  // and Context::progress() call it before they poll: their caller drives progress itself.
+  // taking the CPU from it. Two-sided requests call this only from 256 KiB (bulk transfers;
+  // request.cc). Request::test() and Context::progress() call it before they poll: their
+  // caller drives progress itself.
   void note_active() noexcept;
   // An application thread polls once instead of waiting (Context::progress, Request::test):
   // note_active(), then poll(0) once sockets are in play; while none ever had input, one

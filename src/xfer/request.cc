@@ -4,6 +4,13 @@
 #include "transport/request.h"
 
 namespace podnet {
+namespace {
+// A send or receive this large found complete: the application is streaming and waits again
+// soon, so the background thread stays parked (note_active) as for one-sided requests. Small
+// ones do not: prompt background progress keeps small collectives' forwarding fast
+// (docs/performance.md, "Nor does it wake for every reply").
+constexpr size_t kBulkBytes = 256 * 1024;
+}  // namespace
 
 bool Request::test() {
   if (done_at_post_) return true;
@@ -19,7 +26,9 @@ Status Request::wait(std::chrono::nanoseconds timeout) {
   if (done_at_post_) return {};
   if (!state_) return Status::InvalidArgument("wait on an invalid request");
   if (state_->done()) {
-    if (detail::ProgressEngine* e = state_->engine(); e != nullptr && state_->one_sided()) e->note_active();
+    if (detail::ProgressEngine* e = state_->engine();
+        e != nullptr && (state_->one_sided() || state_->bytes >= kBulkBytes))
+      e->note_active();
     return state_->status();
   }
   return state_->engine()->wait(*state_, timeout.count());
