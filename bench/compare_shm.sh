@@ -23,6 +23,8 @@ Compares, in one invocation, on this host:
     mapping of the peer's memory, docs/shm.md)
   - information only, where transparent huge pages are not 'never': write bandwidth with
     `podnet bench p2p --hugepages` beside `memcpy_bw --hugepages` (both buffers on 2 MiB pages)
+  - information only: send bandwidth without cross-memory attach (PODNET_SHM_CMA=0, the path
+    a container without ptrace permission gets: pipelined copies through the ring) beside memcpy
 
 Options:
   --repeats N     repeats per measurement, tools interleaved (default 3)
@@ -76,7 +78,10 @@ raw="$work/raw.jsonl"
 record() { echo "{\"metric\":\"$1\",\"tool\":\"$2\",\"value\":$3}" >>"$raw"; }
 
 podnet_p2p() {  # ARGS... ; prints rank 0's JSON result line fields: typical or bw
-  "$podnet" run -n 2 --timeout 120 --env PODNET_TRANSPORT=shm -- "$podnet" bench p2p --json "$@" >"$work/p.out" 2>"$work/p.err" ||
+  # $PODNET_ENV: extra K=V for the ranks (the ring rows' PODNET_SHM_CMA=0).
+  local env=(--env PODNET_TRANSPORT=shm)
+  [[ -n ${PODNET_ENV:-} ]] && env+=(--env "$PODNET_ENV")
+  "$podnet" run -n 2 --timeout 120 "${env[@]}" -- "$podnet" bench p2p --json "$@" >"$work/p.out" 2>"$work/p.err" ||
     { tail -5 "$work/p.out" "$work/p.err" >&2; die "podnet bench p2p $* failed"; }
   python3 - "$work/p.out" "$work/timer" <<'PY'
 import json, sys
@@ -143,6 +148,7 @@ for ((rep = 1; rep <= repeats; rep++)); do
       v=$(podnet_p2p -o write -m bw -s "$b" -n "$it" -w 10 --hugepages); record "write_bw_huge_$b" podnet "$v"
       v=$(memcpy_gbps --hugepages "$it" "$b"); record "bw_huge_$b" memcpy "$v"
     fi
+    v=$(PODNET_ENV=PODNET_SHM_CMA=0 podnet_p2p -o send -m bw -s "$b" -n "$it" -w 10); record "send_ring_bw_$b" podnet "$v"
   done
 done
 
@@ -167,6 +173,9 @@ for b in map(int, sys.argv[2:]):
     p = med(f"write_bw_huge_{b}", "podnet")
     if p is not None:
         rows.append((f"write BW {size(b)} huge (info)", "memcpy huge pages", p, med(f"bw_huge_{b}", "memcpy"), "info", 0))
+    p = med(f"send_ring_bw_{b}", "podnet")
+    if p is not None:
+        rows.append((f"send BW {size(b)} no CMA (info)", "memcpy 1 thread", p, med(f"bw_{b}", "memcpy"), "info", 0))
 print(f"{'metric':<30} {'anchor':<20} {'podnet':>9} {'anchor':>9} {'ratio':>7}  target    result")
 passed = failed = 0
 for m, a, p, v, cmp, t in rows:
