@@ -124,7 +124,8 @@ class Channel {
   // A record's payload at most: a sixteenth of the ring, so that a large message through the
   // ring (no cross-memory attach) keeps many fragments in flight and the two sides copy at
   // once. A quarter left room for three: the receiver copied them out while the sender waited
-  // for space, and then the other way round (docs/shm.md, "Rings").
+  // for space, and then the other way round (docs/performance.md, "The ring without
+  // cross-memory attach").
   size_t ring_bytes() const noexcept { return tx_.capacity(); }
   size_t max_fragment() const noexcept { return tx_.capacity() / kFragmentsPerRing - sizeof(RecHdr); }
   static constexpr size_t kFragmentsPerRing = 16;

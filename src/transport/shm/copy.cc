@@ -93,14 +93,9 @@ void ShmEndpoint::on_cts(const RecHdr& h) {
   if (h.flags & kRing) {
     // A ring rendezvous: the receive is posted; the payload goes out as kRdvData fragments,
     // and the send completes once the last one is in the ring.
-    Op send;
-    {
-      std::lock_guard lk(mu_);
-      auto it = sends_.find(h.seq);
-      if (it == sends_.end()) return;
-      send = std::move(it->second);
-      sends_.erase(it);
-    }
+    std::optional<Op> taken = take_send(h.seq);
+    if (!taken) return;
+    Op& send = *taken;
     Channel* ch = out_raw_.load(std::memory_order_acquire);
     if (h.len != send.len || ch == nullptr) {
       send.req->complete(op_failure(

@@ -441,24 +441,38 @@ void ShmEndpoint::on_send_fragment(const RecHdr& h) {
   in = Incoming{};
 }
 
+std::optional<ShmEndpoint::Op> ShmEndpoint::take_send(uint64_t seq) {
+  std::lock_guard lk(mu_);
+  auto it = sends_.find(seq);
+  if (it == sends_.end()) return std::nullopt;
+  Op op = std::move(it->second);
+  sends_.erase(it);
+  return op;
+}
+
 void ShmEndpoint::on_rdv_data(const RecHdr& h) {
   // The fragments of one send arrive in order, back to back (a queued operation is emitted
   // whole before the next): the receive is looked up per fragment, and taken on the last.
-  const bool last = (h.flags & kLast) != 0;
+  // A fragment outside the message fails the receive at once; the rest of it is dropped.
   RingRecv rr;
+  bool bad = false;
   {
     std::lock_guard lk(mu_);
     auto it = ring_recvs_.find(h.seq);
-    if (it == ring_recvs_.end()) return;  // failed meanwhile
+    if (it == ring_recvs_.end()) return;  // failed meanwhile (or by a bad fragment)
+    bad = h.aux > it->second.len || h.plen > it->second.len - h.aux;
+    const bool last = bad || (h.flags & kLast) != 0;
     rr = last ? std::move(it->second) : it->second;
     if (last) ring_recvs_.erase(it);
   }
-  if (h.aux > rr.len || h.plen > rr.len - h.aux) {
+  if (bad) {
     PODNET_WARN(kNet, "shm rendezvous fragment [{}, +{}) outside the {}-byte message from {}", h.aux, h.plen, rr.len,
                 peer_name());
-    if (last) rr.req->complete(op_failure(*rr.req, Status::Protocol("bad rendezvous fragment from the peer")));
+    rr.req->complete(op_failure(
+        *rr.req, Status::Protocol("rendezvous fragment [{}, +{}) outside the {}-byte message", h.aux, h.plen, rr.len)));
     return;
   }
+  const bool last = (h.flags & kLast) != 0;
   if (h.plen > 0) copy_part_to_output(rr.buf + h.aux, payload(&h), h.plen, rr.len);
   if (last) rr.req->complete(Status::Ok());
 }
@@ -473,14 +487,9 @@ void ShmEndpoint::on_reply_record(const RecHdr& h) {
     return;
   }
   if (h.type == Rec::kFin) {
-    Op op;
-    {
-      std::lock_guard lk(mu_);
-      auto it = sends_.find(h.seq);
-      if (it == sends_.end()) return;
-      op = std::move(it->second);
-      sends_.erase(it);
-    }
+    std::optional<Op> taken = take_send(h.seq);
+    if (!taken) return;
+    Op& op = *taken;
     Status st = h.code == 0 ? Status::Ok()
                             : op_failure(*op.req, Status(static_cast<Code>(h.code),
                                                          std::string(reinterpret_cast<const char*>(payload(&h)), h.plen)));

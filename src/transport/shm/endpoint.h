@@ -131,6 +131,7 @@ class ShmEndpoint : public detail::TransportEndpoint, public std::enable_shared_
   void on_reply_record(const RecHdr& h);
   void on_send_fragment(const RecHdr& h);
   void on_rdv_data(const RecHdr& h);
+  std::optional<Op> take_send(uint64_t seq);  // a rendezvous send, out of sends_ (once)
   void on_write(const RecHdr& h);
   void on_read(const RecHdr& h);
   void pull_rendezvous(detail::PostedRecv recv, uint64_t seq, size_t len, uint64_t tag, bool split);
