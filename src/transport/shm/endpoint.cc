@@ -186,9 +186,10 @@ ShmEndpoint::Req ShmEndpoint::send_or_done(const void* buf, size_t len, uint64_t
   // without cross-memory attach sent through the ring once the receive is posted (kRing).
   // That path keeps messages up to a quarter of the ring eager: a receiver that posts one
   // receive at a time took twice as long for 64 KiB messages with a round trip before each.
-  const bool cma = ch->ready() && ch->cma();
+  const bool ready = ch->ready();  // read once: the two decisions below must agree
+  const bool cma = ready && ch->cma();
   const size_t eager = transport_->options().eager_max;
-  const bool rendezvous = ch->ready() && len > (cma ? eager : std::max(eager, ch->ring_bytes() / 4));
+  const bool rendezvous = ready && len > (cma ? eager : std::max(eager, ch->ring_bytes() / 4));
   RecHdr hdr{};
   hdr.seq = next_seq_.fetch_add(1, std::memory_order_relaxed);
   hdr.key = tag;
