@@ -66,10 +66,15 @@ TEST_P(XferSizes, UnexpectedMessageArrivesBeforeRecv) {
 
 // Past the eager size a send waits for its receive on every transport: nothing is buffered
 // for a receive not yet posted (over shm without cross-memory attach too, where the payload
-// then goes through the ring straight into the receive).
-TEST(Xfer, LargeSendWaitsForItsReceive) {
+// then goes through the ring straight into the receive; there sends stay eager up to a
+// quarter of the ring but never past 256 KiB, whatever the ring's size: 512 KiB + 3 is over
+// that limit and under a quarter of the default 4 MiB ring).
+class LargeSend : public ::testing::TestWithParam<size_t> {};
+INSTANTIATE_TEST_SUITE_P(Sizes, LargeSend, ::testing::Values((512u << 10) + 3, (4u << 20) + 5));
+
+TEST_P(LargeSend, WaitsForItsReceive) {
   Pair p = Pair::make();
-  const size_t n = (4u << 20) + 5;
+  const size_t n = GetParam();
   auto src = pattern(n, 11);
   Request s = p.ab->send(src.data(), n, 4);
   for (int i = 0; i < 20; ++i) {  // 100 ms of both sides making progress

@@ -15,6 +15,7 @@
 
 #include <podnet/status.h>
 
+#include <algorithm>
 #include <atomic>
 #include <deque>
 #include <memory>
@@ -121,14 +122,21 @@ class Channel {
   bool cma() const noexcept { return cma_.load(std::memory_order_acquire); }
   // Connector: it can also write the acceptor's memory (the split rendezvous pushes).
   bool cma_push() const noexcept { return cma_push_.load(std::memory_order_acquire); }
-  // A record's payload at most: a sixteenth of the ring, so that a large message through the
-  // ring (no cross-memory attach) keeps many fragments in flight and the two sides copy at
-  // once. A quarter left room for three: the receiver copied them out while the sender waited
-  // for space, and then the other way round (docs/performance.md, "The ring without
-  // cross-memory attach").
+  // A record's payload at most: a sixteenth of the ring and at most 64 KiB, so that a large
+  // message through the ring (no cross-memory attach) keeps many fragments in flight and the
+  // two sides copy at once. A quarter left room for three: the receiver copied them out while
+  // the sender waited for space, and then the other way round (docs/performance.md, "The ring
+  // without cross-memory attach"); two threads copying through a ring moved the most with
+  // 32-64 KiB pieces.
   size_t ring_bytes() const noexcept { return tx_.capacity(); }
-  size_t max_fragment() const noexcept { return tx_.capacity() / kFragmentsPerRing - sizeof(RecHdr); }
+  size_t max_fragment() const noexcept {
+    return std::min(tx_.capacity() / kFragmentsPerRing, kFragmentMax) - sizeof(RecHdr);
+  }
   static constexpr size_t kFragmentsPerRing = 16;
+  static constexpr size_t kFragmentMax = 64 << 10;
+  // Without cross-memory attach, sends up to this size (and a quarter of the ring) stay eager.
+  size_t ring_eager_max() const noexcept { return std::min(tx_.capacity() / 4, kRingEagerMax); }
+  static constexpr size_t kRingEagerMax = 256 << 10;
 
   // Connector: the acceptor's reply arrived.
   void set_ready(pid_t peer_pid, bool cma, bool cma_push, int peer_doorbell);

@@ -184,12 +184,16 @@ ShmEndpoint::Req ShmEndpoint::send_or_done(const void* buf, size_t len, uint64_t
   if (!ch) return failed_request("send", Status::Unavailable("not connected"));
   // Past the eager size a send waits for its receive: pulled with one cross-memory copy, or
   // without cross-memory attach sent through the ring once the receive is posted (kRing).
-  // That path keeps messages up to a quarter of the ring eager: a receiver that posts one
-  // receive at a time took twice as long for 64 KiB messages with a round trip before each.
-  const bool ready = ch->ready();  // read once: the two decisions below must agree
+  // That path keeps messages up to a quarter of the ring (at most 256 KiB) eager: a receiver
+  // that posts one receive at a time took twice as long for 64 KiB messages with a round trip
+  // before each, and an eager 1 MiB message it had not asked for yet was copied twice.
+  // Before the channel is up nobody knows yet whether cross-memory attach will work: a send
+  // past both limits announces itself all the same, and a receiver that cannot reach this
+  // side's memory answers as for kRing (on_request).
+  const bool ready = ch->ready();  // read once: the decisions below must agree
   const bool cma = ready && ch->cma();
   const size_t eager = transport_->options().eager_max;
-  const bool rendezvous = ready && len > (cma ? eager : std::max(eager, ch->ring_bytes() / 4));
+  const bool rendezvous = len > (cma ? eager : std::max(eager, ch->ring_eager_max()));
   RecHdr hdr{};
   hdr.seq = next_seq_.fetch_add(1, std::memory_order_relaxed);
   hdr.key = tag;
@@ -228,7 +232,7 @@ ShmEndpoint::Req ShmEndpoint::send_or_done(const void* buf, size_t len, uint64_t
     op.hdr = hdr;
     op.hdr.type = Rec::kRts;
     op.hdr.aux = reinterpret_cast<uint64_t>(buf);
-    if (!cma)
+    if (ready && !cma)
       op.hdr.flags |= kRing;
     else if (transport_->options().map)
       op.hdr.imm = transport_->registry().allocated_key(buf, len);
@@ -331,8 +335,12 @@ void ShmEndpoint::on_request(const RecHdr& h) {
       msg->rendezvous = true;
       msg->rdv_id = h.seq;
       {
+        // Through the ring when the sender asked for it, or when this side cannot reach the
+        // sender's memory (a send posted before the channel was up did not know).
+        Channel* in = in_raw_.load(std::memory_order_acquire);
+        const bool ring = (h.flags & kRing) != 0 || in == nullptr || !in->cma();
         std::lock_guard lk(mu_);
-        rts_src_[h.seq] = RtsSource{h.aux, h.imm, (h.flags & kRing) != 0};
+        rts_src_[h.seq] = RtsSource{h.aux, h.imm, ring};
       }
       msg->split = (h.flags & kSplit) != 0;
       if (auto posted = matcher_.match_incoming(msg))
