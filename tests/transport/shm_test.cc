@@ -2,6 +2,7 @@
 // sleep/wake-up flags), a garbage hello on its socket, and that nothing is ever named in
 // /dev/shm. The transfer conformance suite itself runs over shm in xfer_test.cc.
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -19,6 +20,7 @@
 #include "pair.h"
 #include "transport/shm/channel.h"
 #include "transport/shm/ring.h"
+#include "transport/shm/transport.h"
 
 namespace podnet::testing {
 namespace {
@@ -108,6 +110,29 @@ std::set<std::string> dev_shm() {
   std::error_code ec;
   for (const auto& e : std::filesystem::directory_iterator("/dev/shm", ec)) names.insert(e.path().string());
   return names;
+}
+
+// PODNET_SHM_RING=0 (auto): large rings only where every payload streams through them.
+TEST(ShmTransport, AutoRingsAreLargeOnlyWithoutCrossMemoryAttach) {
+  std::string why;
+  EXPECT_EQ(shm::auto_ring_bytes(false, &why), shm::kRingNoCma);
+  EXPECT_NE(why.find("PODNET_SHM_CMA=0"), std::string::npos) << why;
+  why.clear();
+  const size_t ring = shm::auto_ring_bytes(true, &why);
+  uint64_t word = 7, got = 0;
+  iovec local{&got, sizeof got}, remote{&word, sizeof word};
+  const bool self_read =
+      process_vm_readv(getpid(), &local, 1, &remote, 1, 0) == static_cast<ssize_t>(sizeof got) && got == 7;
+  if (!self_read) {
+    EXPECT_EQ(ring, shm::kRingNoCma) << "process_vm_readv is refused here, so the rings must be the large ones";
+    EXPECT_NE(why.find("process_vm_readv"), std::string::npos) << why;
+  } else if (ring == shm::kRingNoCma) {
+    EXPECT_NE(why.find("ptrace_scope"), std::string::npos) << "cross-memory attach works here; " << why;
+  } else {
+    EXPECT_EQ(ring, shm::kRingCma);
+    EXPECT_NE(why.find("cross-memory attach"), std::string::npos) << why;
+  }
+  EXPECT_LT(shm::kRingCma, shm::kRingNoCma);
 }
 
 TEST(ShmTransport, NothingIsNamedInDevShm) {

@@ -4,11 +4,13 @@
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <sys/un.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <charconv>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 
@@ -143,6 +145,30 @@ ShmTransport::ShmTransport(detail::ProgressEngine& engine, detail::MemoryRegistr
       options_(options) {
   lists_.push_back(std::make_unique<EndpointList>());
   list_.store(lists_.back().get());
+}
+
+size_t auto_ring_bytes(bool cma, std::string* why) {
+  if (!cma) {
+    *why = "cross-memory attach is off (PODNET_SHM_CMA=0)";
+    return kRingNoCma;
+  }
+  uint64_t word = 1, got = 0;
+  iovec local{&got, sizeof got}, remote{&word, sizeof word};
+  if (process_vm_readv(getpid(), &local, 1, &remote, 1, 0) != static_cast<ssize_t>(sizeof got)) {
+    *why = fmt::format("process_vm_readv is refused to this process ({})", std::strerror(errno));
+    return kRingNoCma;
+  }
+  if (FILE* f = std::fopen("/proc/sys/kernel/yama/ptrace_scope", "r")) {
+    int scope = 0;
+    bool read = std::fscanf(f, "%d", &scope) == 1;
+    std::fclose(f);
+    if (read && scope >= 1) {
+      *why = fmt::format("Yama's ptrace_scope is {}: ranks cannot read each other's memory", scope);
+      return kRingNoCma;
+    }
+  }
+  *why = "cross-memory attach carries the large payloads";
+  return kRingCma;
 }
 
 Result<std::unique_ptr<ShmTransport>> ShmTransport::create(detail::ProgressEngine& engine,
