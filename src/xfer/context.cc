@@ -170,11 +170,7 @@ Result<std::unique_ptr<Context>> ContextImpl::create(const ContextOptions& optio
 Status ContextImpl::create_shm() {
   shm::ShmOptions so;
   so.ring_bytes = config_.shm_ring;
-  if (so.ring_bytes == 0) {
-    std::string why;
-    so.ring_bytes = shm::auto_ring_bytes(config_.shm_cma, &why);
-    PODNET_INFO(kXfer, "PODNET_SHM_RING=0 (auto): rings of {} KiB: {}", so.ring_bytes >> 10, why);
-  }
+  so.bulk_bytes = config_.shm_bulk;
   so.eager_max = config_.shm_eager_max;
   so.cma = config_.shm_cma;
   so.map = config_.shm_map;

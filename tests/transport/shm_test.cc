@@ -2,7 +2,6 @@
 // sleep/wake-up flags), a garbage hello on its socket, and that nothing is ever named in
 // /dev/shm. The transfer conformance suite itself runs over shm in xfer_test.cc.
 #include <sys/socket.h>
-#include <sys/uio.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -20,7 +19,6 @@
 #include "pair.h"
 #include "transport/shm/channel.h"
 #include "transport/shm/ring.h"
-#include "transport/shm/transport.h"
 
 namespace podnet::testing {
 namespace {
@@ -47,7 +45,39 @@ struct Ring {
     hdr.type = shm::Rec::kSend;
     hdr.seq = seq;
     hdr.plen = static_cast<uint32_t>(plen);
-    std::memset(shm::payload(h), static_cast<int>(seq & 0xff), plen);
+    std::memset(shm::inline_payload(h), static_cast<int>(seq & 0xff), plen);
+    w.commit(hdr);
+    w.publish();
+    return true;
+  }
+};
+
+// A ring with a bulk area: payloads from kBulkMin go there, smaller ones stay inline.
+struct BulkRing {
+  static constexpr size_t kCap = 4096, kBulk = 64 << 10;
+  RingCtl ctl;
+  alignas(64) std::byte data[kCap]{};
+  alignas(64) std::byte bulk[kBulk]{};
+  RingWriter w;
+  RingReader r;
+  BulkRing() {
+    w.init(&ctl, data, kCap);
+    w.init_bulk(bulk, kBulk);
+    r.init(&ctl, data, kCap);
+    r.init_bulk(bulk, kBulk);
+  }
+  bool push(uint64_t seq, size_t plen) {
+    const bool big = plen >= shm::kBulkMin;
+    std::byte* dst = nullptr;
+    RecHdr* h = big ? w.reserve_bulk(plen, &dst) : w.reserve(shm::record_bytes(plen));
+    if (h == nullptr) return false;
+    if (!big) dst = shm::inline_payload(h);
+    RecHdr hdr{};
+    hdr.type = shm::Rec::kSend;
+    hdr.flags = big ? shm::kBulk : 0;
+    hdr.seq = seq;
+    hdr.plen = static_cast<uint32_t>(plen);
+    std::memset(dst, static_cast<int>(seq & 0xff), plen);
     w.commit(hdr);
     w.publish();
     return true;
@@ -91,6 +121,66 @@ TEST(ShmRing, FullRingRefusesUntilTheConsumerReleases) {
   EXPECT_TRUE(ring.push(99, 8));
 }
 
+// Large and small payloads interleaved: the large ones in the bulk area (which wraps too,
+// with payloads that do not fit before its end starting over at 0), all in order.
+TEST(ShmRing, BulkPayloadsComeOutInOrderAcrossManyWrapArounds) {
+  BulkRing ring;
+  auto size_of = [](uint64_t seq) -> size_t { return seq % 3 == 0 ? 4096 + (seq * 977) % 12000 : (seq * 37) % 700; };
+  uint64_t next_in = 0, next_out = 0, bulk_records = 0;
+  for (int round = 0; round < 3000; ++round) {
+    while (ring.push(next_in, size_of(next_in))) ++next_in;
+    for (int k = 0; k < 2 && next_out < next_in; ++k) {
+      const RecHdr* h = ring.r.peek();
+      ASSERT_NE(h, nullptr);
+      ASSERT_EQ(h->seq, next_out);
+      ASSERT_EQ(h->plen, size_of(next_out));
+      const std::byte* p = shm::payload(h);
+      if (h->plen >= shm::kBulkMin) {
+        ++bulk_records;
+        ASSERT_TRUE(h->flags & shm::kBulk);
+        ASSERT_GE(p, ring.bulk);
+        ASSERT_LE(p + h->plen, ring.bulk + BulkRing::kBulk) << "a bulk payload must never wrap";
+      } else {
+        ASSERT_EQ(p, reinterpret_cast<const std::byte*>(h) + sizeof(RecHdr));
+      }
+      for (size_t i = 0; i < h->plen; ++i)
+        ASSERT_EQ(static_cast<uint8_t>(p[i]), next_out & 0xff) << "record " << next_out;
+      ring.r.consume(h);
+      ++next_out;
+    }
+    ring.r.release();
+  }
+  EXPECT_GT(bulk_records, 1500u) << "the bulk area must have wrapped many times";
+}
+
+TEST(ShmRing, FullBulkAreaRefusesUntilTheConsumerReleases) {
+  BulkRing ring;
+  int n = 0;
+  while (ring.push(n, 16 << 10)) ++n;
+  EXPECT_EQ(n, 4) << "64 KiB of bulk hold four 16 KiB payloads";
+  EXPECT_TRUE(ring.push(n, 100)) << "a small record still fits the ring";
+  const RecHdr* h = ring.r.peek();
+  ASSERT_NE(h, nullptr);
+  ring.r.consume(h);
+  EXPECT_FALSE(ring.push(99, 16 << 10)) << "bulk space must not be reused before release()";
+  EXPECT_TRUE(ring.w.arm_for_space(shm::kCacheLine, 16 << 10)) << "no bulk space: the producer may sleep";
+  EXPECT_TRUE(ring.r.release()) << "the producer asked to be woken";
+  EXPECT_TRUE(ring.push(99, 16 << 10));
+}
+
+// The payload's place is the consumer's own computation: a peer that writes something else
+// into the record's spare bytes does not move where the payload is read.
+TEST(ShmRing, BulkPayloadPlaceIsComputedByTheConsumer) {
+  BulkRing ring;
+  ASSERT_TRUE(ring.push(1, 8192));
+  auto* line = reinterpret_cast<std::byte*>(ring.data);
+  const int64_t forged = -4096;
+  std::memcpy(line + sizeof(RecHdr), &forged, sizeof forged);
+  const RecHdr* h = ring.r.peek();
+  ASSERT_NE(h, nullptr);
+  EXPECT_EQ(shm::payload(h), ring.bulk);
+}
+
 TEST(ShmRing, SleepingConsumerIsWokenByThePublish) {
   Ring ring;
   EXPECT_TRUE(ring.r.arm()) << "empty ring: the consumer may sleep";
@@ -110,29 +200,6 @@ std::set<std::string> dev_shm() {
   std::error_code ec;
   for (const auto& e : std::filesystem::directory_iterator("/dev/shm", ec)) names.insert(e.path().string());
   return names;
-}
-
-// PODNET_SHM_RING=0 (auto): large rings only where every payload streams through them.
-TEST(ShmTransport, AutoRingsAreLargeOnlyWithoutCrossMemoryAttach) {
-  std::string why;
-  EXPECT_EQ(shm::auto_ring_bytes(false, &why), shm::kRingNoCma);
-  EXPECT_NE(why.find("PODNET_SHM_CMA=0"), std::string::npos) << why;
-  why.clear();
-  const size_t ring = shm::auto_ring_bytes(true, &why);
-  uint64_t word = 7, got = 0;
-  iovec local{&got, sizeof got}, remote{&word, sizeof word};
-  const bool self_read =
-      process_vm_readv(getpid(), &local, 1, &remote, 1, 0) == static_cast<ssize_t>(sizeof got) && got == 7;
-  if (!self_read) {
-    EXPECT_EQ(ring, shm::kRingNoCma) << "process_vm_readv is refused here, so the rings must be the large ones";
-    EXPECT_NE(why.find("process_vm_readv"), std::string::npos) << why;
-  } else if (ring == shm::kRingNoCma) {
-    EXPECT_NE(why.find("ptrace_scope"), std::string::npos) << "cross-memory attach works here; " << why;
-  } else {
-    EXPECT_EQ(ring, shm::kRingCma);
-    EXPECT_NE(why.find("cross-memory attach"), std::string::npos) << why;
-  }
-  EXPECT_LT(shm::kRingCma, shm::kRingNoCma);
 }
 
 TEST(ShmTransport, NothingIsNamedInDevShm) {

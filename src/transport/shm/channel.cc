@@ -16,10 +16,10 @@ namespace podnet::shm {
 namespace {
 constexpr size_t kPage = 4096;
 constexpr size_t kCtlOffset = kPage;            // RingCtl of the request ring, then the reply ring
-constexpr size_t kDataOffset = 2 * kPage;       // request ring data, then reply ring data
+constexpr size_t kDataOffset = 2 * kPage;       // request ring, reply ring, request bulk, reply bulk
 constexpr int kMaxRecordsPerDrain = 256;
 
-size_t segment_bytes(size_t ring) { return kDataOffset + 2 * ring; }
+size_t segment_bytes(size_t ring, size_t bulk) { return kDataOffset + 2 * ring + 2 * bulk; }
 }  // namespace
 
 Status send_hello(int sock, const Hello& h, const int* fds, int nfds) {
@@ -109,48 +109,67 @@ Channel::~Channel() {
   if (db >= 0) close(db);
 }
 
-Status Channel::map(int memfd, size_t bytes, bool init) {
+Status Channel::map(int memfd, size_t bytes, bool init, size_t ring, size_t bulk) {
+  if (bytes < kDataOffset) return Status::Protocol("shm: the peer's segment of {} bytes is too small", bytes);
   void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
   if (p == MAP_FAILED) return Status::Unavailable("shm: mmap {} bytes: {}", bytes, std::strerror(errno));
   base_ = p;
   bytes_ = bytes;
   auto* b = static_cast<std::byte*>(p);
   seg_ = reinterpret_cast<SegmentHeader*>(b);
-  size_t ring = (bytes - kDataOffset) / 2;
+  if (!init) {
+    if (seg_->magic != SegmentHeader::kMagic || seg_->version != SegmentHeader::kVersion)
+      return Status::Protocol("shm: the peer's segment is not a podnet segment of version {}", SegmentHeader::kVersion);
+    ring = seg_->ring_bytes;
+    bulk = seg_->bulk_bytes;
+    if (!valid_sizes(ring, bulk) || segment_bytes(ring, bulk) != bytes)
+      return Status::Protocol(
+          "shm: the peer's segment of {} bytes does not hold rings of {} and bulk areas of {} bytes", bytes, ring,
+          bulk);
+  }
   auto* req_ctl = reinterpret_cast<RingCtl*>(b + kCtlOffset);
   auto* rep_ctl = reinterpret_cast<RingCtl*>(b + kCtlOffset + sizeof(RingCtl));
   if (init) {
     new (seg_) SegmentHeader{};
     seg_->ring_bytes = static_cast<uint32_t>(ring);
+    seg_->bulk_bytes = static_cast<uint32_t>(bulk);
     seg_->version = SegmentHeader::kVersion;
     new (req_ctl) RingCtl{};
     new (rep_ctl) RingCtl{};
     seg_->magic = SegmentHeader::kMagic;
-  } else if (seg_->magic != SegmentHeader::kMagic || seg_->ring_bytes != ring) {
-    return Status::Protocol("shm: the peer's segment is not a podnet segment of {} bytes", bytes);
   }
   std::byte* req_data = b + kDataOffset;
   std::byte* rep_data = req_data + ring;
-  if (role_ == Role::kConnector) {
-    tx_.init(req_ctl, req_data, ring);
-    rx_.init(rep_ctl, rep_data, ring);
-  } else {
-    tx_.init(rep_ctl, rep_data, ring);
-    rx_.init(req_ctl, req_data, ring);
+  std::byte* req_bulk = rep_data + ring;
+  std::byte* rep_bulk = req_bulk + bulk;
+  const bool connector = role_ == Role::kConnector;
+  tx_.init(connector ? req_ctl : rep_ctl, connector ? req_data : rep_data, ring);
+  rx_.init(connector ? rep_ctl : req_ctl, connector ? rep_data : req_data, ring);
+  if (bulk != 0) {
+    tx_.init_bulk(connector ? req_bulk : rep_bulk, bulk);
+    rx_.init_bulk(connector ? rep_bulk : req_bulk, bulk);
   }
   return {};
 }
 
-Result<std::shared_ptr<Channel>> Channel::connect(const std::string& socket_name, size_t ring_bytes, uint64_t my_id,
-                                                  int my_rank, int my_doorbell) {
+bool Channel::valid_sizes(size_t ring, size_t bulk) {
+  auto pow2 = [](size_t v) { return v != 0 && (v & (v - 1)) == 0; };
+  return pow2(ring) && ring >= kMinRing && ring <= kMaxRing &&
+         (bulk == 0 || (pow2(bulk) && bulk >= kMinBulk && bulk <= kMaxRing));
+}
+
+Result<std::shared_ptr<Channel>> Channel::connect(const std::string& socket_name, size_t ring_bytes, size_t bulk_bytes,
+                                                  uint64_t my_id, int my_rank, int my_doorbell) {
+  if (!valid_sizes(ring_bytes, bulk_bytes))
+    return Status::InvalidArgument("shm: rings of {} and bulk areas of {} bytes", ring_bytes, bulk_bytes);
   std::shared_ptr<Channel> c(new Channel());
   c->role_ = Role::kConnector;
   c->memfd_ = memfd_create("podnet-shm", MFD_CLOEXEC);
   if (c->memfd_ < 0) return Status::Unavailable("shm: memfd_create: {}", std::strerror(errno));
-  size_t bytes = segment_bytes(ring_bytes);
+  size_t bytes = segment_bytes(ring_bytes, bulk_bytes);
   if (ftruncate(c->memfd_, static_cast<off_t>(bytes)) != 0)
     return Status::Unavailable("shm: ftruncate {} bytes: {}", bytes, std::strerror(errno));
-  PODNET_RETURN_IF_ERROR(c->map(c->memfd_, bytes, /*init=*/true));
+  PODNET_RETURN_IF_ERROR(c->map(c->memfd_, bytes, /*init=*/true, ring_bytes, bulk_bytes));
 
   c->sock_ = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (c->sock_ < 0) return Status::Unavailable("shm: socket: {}", std::strerror(errno));
@@ -186,7 +205,7 @@ Result<std::shared_ptr<Channel>> Channel::accept(int sock, int memfd, int peer_d
   c->same_process_.store(peer_pid == getpid(), std::memory_order_relaxed);
   struct stat st {};
   if (fstat(memfd, &st) != 0) return Status::Unavailable("shm: fstat: {}", std::strerror(errno));
-  PODNET_RETURN_IF_ERROR(c->map(memfd, static_cast<size_t>(st.st_size), /*init=*/false));
+  PODNET_RETURN_IF_ERROR(c->map(memfd, static_cast<size_t>(st.st_size), /*init=*/false, 0, 0));
   c->ready_.store(true, std::memory_order_release);
   return c;
 }
@@ -230,8 +249,11 @@ bool Channel::emit(OutOp& op) {
   const std::byte* src = op.owned.empty() ? op.src : reinterpret_cast<const std::byte*>(op.owned.data());
   do {
     size_t chunk = op.fragments ? std::min(frag, op.len - op.done) : op.len;
-    RecHdr* h = tx_.reserve(record_bytes(chunk));
+    const bool bulk = chunk >= kBulkMin && tx_.has_bulk();
+    std::byte* dst = nullptr;
+    RecHdr* h = bulk ? tx_.reserve_bulk(chunk, &dst) : tx_.reserve(record_bytes(chunk));
     if (h == nullptr) return false;
+    if (!bulk) dst = inline_payload(h);
     RecHdr hdr = op.hdr;
     hdr.plen = static_cast<uint32_t>(chunk);
     if (op.fragments) {
@@ -240,7 +262,8 @@ bool Channel::emit(OutOp& op) {
       if (op.done == 0) hdr.flags |= kFirst;
       if (op.done + chunk == op.len) hdr.flags |= (kLast | (op.hdr.flags & kNotify));
     }
-    if (chunk > 0) std::memcpy(payload(h), src + op.done, chunk);
+    if (bulk) hdr.flags |= kBulk;
+    if (chunk > 0) std::memcpy(dst, src + op.done, chunk);
     tx_.commit(hdr);  // the header last: it publishes the record
     op.done += chunk;
   } while (op.done < op.len);
@@ -280,10 +303,14 @@ bool Channel::try_emit_record(RecHdr hdr, const void* src, size_t len) {
   if (len > max_fragment()) return false;
   std::lock_guard lk(tx_mu_);
   if (closed_ || !queued_.empty() || !ready()) return false;
-  RecHdr* h = tx_.reserve(record_bytes(len));
+  const bool bulk = len >= kBulkMin && tx_.has_bulk();
+  std::byte* dst = nullptr;
+  RecHdr* h = bulk ? tx_.reserve_bulk(len, &dst) : tx_.reserve(record_bytes(len));
   if (h == nullptr) return false;
+  if (!bulk) dst = inline_payload(h);
   hdr.plen = static_cast<uint32_t>(len);
-  if (len > 0) std::memcpy(payload(h), src, len);
+  if (bulk) hdr.flags |= kBulk;
+  if (len > 0) std::memcpy(dst, src, len);
   tx_.commit(hdr);
   publish_tx();
   return true;
@@ -330,8 +357,10 @@ bool Channel::arm() {
     std::unique_lock lk(tx_mu_, std::try_to_lock);
     if (!lk.owns_lock()) return false;
     if (!queued_.empty()) {
-      size_t next = record_bytes(std::min(max_fragment(), queued_.front().len - queued_.front().done));
-      if (!tx_.arm_for_space(next)) return false;
+      const OutOp& op = queued_.front();
+      const size_t chunk = op.fragments ? std::min(max_fragment(), op.len - op.done) : op.len;
+      const bool bulk = chunk >= kBulkMin && tx_.has_bulk();
+      if (!tx_.arm_for_space(bulk ? kCacheLine : record_bytes(chunk), bulk ? bulk_bytes(chunk) : 0)) return false;
     }
   }
   return true;

@@ -36,11 +36,12 @@ struct SegmentHeader {
   static constexpr uint64_t kMagic = 0x706f646e65747368ull;  // "podnetsh"
   // 2: ring control words 128 bytes apart; 3: records published by their first word (no
   // head index); 4: large sends without cross-memory attach announce themselves (kRts with
-  // kRing) and wait for their receive
-  static constexpr uint32_t kVersion = 4;
+  // kRing) and wait for their receive; 5: bulk areas for payloads from kBulkMin (ring.h)
+  static constexpr uint32_t kVersion = 5;
   uint64_t magic;
   uint32_t version;
   uint32_t ring_bytes;
+  uint32_t bulk_bytes;                                     // 0: no bulk areas
   alignas(kCacheLine) std::atomic<uint64_t> heartbeat[2];  // [0] connector, [1] acceptor
 };
 
@@ -103,8 +104,11 @@ class Channel {
   ~Channel();
 
   // Connector: makes the segment, connects to the peer's socket and sends the hello.
-  static Result<std::shared_ptr<Channel>> connect(const std::string& socket_name, size_t ring_bytes,
+  // Rings of `ring_bytes` and bulk areas of `bulk_bytes` (0: none; else at least kMinBulk).
+  static Result<std::shared_ptr<Channel>> connect(const std::string& socket_name, size_t ring_bytes, size_t bulk_bytes,
                                                   uint64_t my_id, int my_rank, int my_doorbell);
+  static bool valid_sizes(size_t ring, size_t bulk);
+  static constexpr size_t kMinRing = 64 << 10, kMaxRing = size_t{1} << 30, kMinBulk = 256 << 10;
   // Acceptor: maps the segment from a received hello (fds are owned by the channel).
   static Result<std::shared_ptr<Channel>> accept(int sock, int memfd, int peer_doorbell, pid_t peer_pid);
 
@@ -190,7 +194,9 @@ class Channel {
 
  private:
   Channel() = default;
-  Status map(int memfd, size_t bytes, bool init);
+  // init: the connector's new segment of rings `ring` and bulk areas `bulk`; else the sizes
+  // are read from the segment and checked.
+  Status map(int memfd, size_t bytes, bool init, size_t ring, size_t bulk);
   bool emit(OutOp& op);  // true when fully emitted
   void ring_peer();
   void publish_tx();  // tx_.publish(), the peer's doorbell if asked, the local count

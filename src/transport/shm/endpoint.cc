@@ -42,7 +42,7 @@ Result<std::shared_ptr<Channel>> ShmEndpoint::start_outgoing() {
   std::lock_guard lk(ch_mu_);
   if (out_) return std::shared_ptr<Channel>();
   const auto& o = transport_->options();
-  auto ch = Channel::connect(peer_socket_, o.ring_bytes, transport_->ctx_id(), transport_->rank(),
+  auto ch = Channel::connect(peer_socket_, o.ring_bytes, o.bulk_bytes, transport_->ctx_id(), transport_->rank(),
                              transport_->doorbell());
   if (!ch.ok()) return ch.status().with_context("connect to {}", peer_name());
   out_ = *ch;

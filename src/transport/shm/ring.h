@@ -11,6 +11,16 @@
 // free: a record never takes the last line before the consumer's released tail). The fast
 // path is plain loads and stores: no system call, no lock shared between the processes.
 //
+// The bulk area (optional, beside each ring): a record whose payload is at least kBulkMin
+// bytes keeps only its header line in the ring (flag kBulk) and its payload in a second,
+// larger byte ring, allocated first-in first-out in the same order as the records (a payload
+// that does not fit before the area's end starts over at 0). Small records then keep cycling
+// through a ring small enough to stay in the cores' caches and TLBs, while large payloads
+// stream through an area larger than a core's L2 cache, whose lines have left the
+// receiver's cache by the time the sender writes them again (docs/shm.md, docs/performance.md
+// "Rings larger than the L2 cache"). Both sides compute each payload's place from the sizes
+// alone; the consumer writes it into the record's spare last 8 bytes, where payload() finds it.
+//
 // Sleep/wake-up (Dekker style, a full fence on both sides): a consumer about to block sets
 // `consumer_sleeping`, fences, and re-checks its next record; a producer publishes, fences,
 // and if the flag is set, clears it and rings the consumer's doorbell (an eventfd). The same
@@ -48,7 +58,11 @@ enum class Rec : uint8_t {
 // kSplit (on kRts): both sides copy half of a large message at once (two cores, one copy each).
 // kRing (on kRts and its kCts): no cross-memory attach; once the receive is posted the payload
 // follows through the ring (kRdvData), straight into it.
-enum RecFlags : uint8_t { kFirst = 1, kLast = 2, kNotify = 4, kSplit = 8, kRing = 16 };
+// kBulk: the payload is in the bulk area (see above).
+enum RecFlags : uint8_t { kFirst = 1, kLast = 2, kNotify = 4, kSplit = 8, kRing = 16, kBulk = 32 };
+
+// Payloads at least this large go to the bulk area when the channel has one.
+inline constexpr size_t kBulkMin = 4096;
 
 struct RecHdr {
   Rec type;
@@ -65,6 +79,13 @@ struct RecHdr {
 static_assert(sizeof(RecHdr) == 56);
 
 inline constexpr size_t record_bytes(size_t plen) { return (sizeof(RecHdr) + plen + kCacheLine - 1) & ~(kCacheLine - 1); }
+inline constexpr size_t bulk_bytes(size_t plen) { return (plen + kCacheLine - 1) & ~(kCacheLine - 1); }
+// Where a payload of `need` bytes (a multiple of 64) starts in a bulk area of `cap` bytes
+// whose allocation has reached `at` (first in, first out; no payload wraps).
+inline constexpr uint64_t bulk_start(uint64_t at, size_t need, size_t cap) {
+  const size_t pos = at & (cap - 1);
+  return need <= cap - pos ? at : at + (cap - pos);
+}
 
 // The first 8 bytes of a record header, as the publishing word.
 inline std::atomic<uint64_t>& first_word(RecHdr* h) { return *reinterpret_cast<std::atomic<uint64_t>*>(h); }
@@ -78,6 +99,7 @@ struct RingCtl {
   alignas(2 * kCacheLine) std::atomic<uint64_t> tail{0};  // bytes released (consumer)
   alignas(2 * kCacheLine) std::atomic<uint32_t> consumer_sleeping{0};
   alignas(2 * kCacheLine) std::atomic<uint32_t> producer_waiting{0};
+  alignas(2 * kCacheLine) std::atomic<uint64_t> bulk_tail{0};  // bulk bytes released (consumer)
 };
 static_assert(std::atomic<uint64_t>::is_always_lock_free, "shared-memory rings need lock-free atomics");
 
@@ -90,7 +112,28 @@ class RingWriter {
     tail_cache_ = ctl->tail.load(std::memory_order_acquire);
     head_ = published_ = tail_cache_;  // a new ring: both 0
   }
+  // The bulk area of `capacity` bytes (a power of two, at least twice the largest payload).
+  void init_bulk(std::byte* data, size_t capacity) {
+    bulk_ = data;
+    bulk_cap_ = capacity;
+    bulk_tail_cache_ = ctl_->bulk_tail.load(std::memory_order_acquire);
+    bulk_head_ = bulk_tail_cache_;
+  }
   size_t capacity() const noexcept { return cap_; }
+  bool has_bulk() const noexcept { return bulk_cap_ != 0; }
+  // Space for a record whose payload of `plen` bytes goes to the bulk area: its header line in
+  // the ring, *data its payload's place; nullptr when either has no room yet. Fill the
+  // payload, then commit() the header with kBulk set.
+  RecHdr* reserve_bulk(size_t plen, std::byte** data) {
+    const size_t need = bulk_bytes(plen);
+    const uint64_t start = bulk_start(bulk_head_, need, bulk_cap_);
+    if (!bulk_room(start + need - bulk_head_)) return nullptr;
+    RecHdr* h = reserve(kCacheLine);
+    if (h == nullptr) return nullptr;
+    pending_bulk_ = start + need - bulk_head_;
+    *data = bulk_ + (start & (bulk_cap_ - 1));
+    return h;
+  }
   // Space for one record of `bytes` (a multiple of 64, at most capacity/2), or nullptr when
   // the consumer has not released enough yet. Fill the payload (after the header), then
   // commit() the header.
@@ -114,6 +157,8 @@ class RingWriter {
   void commit(const RecHdr& h) {
     publish_at(head_ & (cap_ - 1), h, pending_);
     head_ += pending_;
+    bulk_head_ += pending_bulk_;
+    pending_bulk_ = 0;
   }
   // After one or more commits: true when the consumer asked for a wake-up.
   bool publish() {
@@ -125,10 +170,11 @@ class RingWriter {
   }
   // Before the producer's engine blocks with records waiting for space: asks the consumer
   // for a wake-up; false when space freed up meanwhile (do not block).
-  bool arm_for_space(size_t bytes) {
+  // `bulk`: the bulk bytes the next record needs (0: none).
+  bool arm_for_space(size_t bytes, size_t bulk) {
     ctl_->producer_waiting.store(1, std::memory_order_relaxed);
     std::atomic_thread_fence(std::memory_order_seq_cst);
-    return !room(bytes + cap_ / 4);
+    return !(room(bytes + cap_ / 4) && (bulk == 0 || bulk_room(2 * bulk + bulk_cap_ / 4)));
   }
   void disarm() { ctl_->producer_waiting.store(0, std::memory_order_relaxed); }
 
@@ -138,6 +184,12 @@ class RingWriter {
     tail_cache_ = ctl_->tail.load(std::memory_order_acquire);
     handover_acquire();  // the consumer is done with the space it released
     return head_ + need - tail_cache_ <= cap_;
+  }
+  bool bulk_room(size_t need) {
+    if (bulk_head_ + need - bulk_tail_cache_ <= bulk_cap_) return true;
+    bulk_tail_cache_ = ctl_->bulk_tail.load(std::memory_order_acquire);
+    handover_acquire();
+    return bulk_head_ + need - bulk_tail_cache_ <= bulk_cap_;
   }
   // The record of `bytes` at `pos`: the line after it reads empty first, then the header's
   // tail, then its first word (release), which makes it visible.
@@ -158,6 +210,10 @@ class RingWriter {
   size_t cap_ = 0;
   uint64_t head_ = 0, published_ = 0, tail_cache_ = 0;
   size_t pending_ = 0;
+  std::byte* bulk_ = nullptr;
+  size_t bulk_cap_ = 0;
+  uint64_t bulk_head_ = 0, bulk_tail_cache_ = 0;
+  size_t pending_bulk_ = 0;
 };
 
 class RingReader {
@@ -168,14 +224,33 @@ class RingReader {
     cap_ = capacity;
     tail_ = ctl->tail.load(std::memory_order_relaxed);
   }
-  // The next record, or nullptr when the ring is empty. Skips pads.
+  void init_bulk(std::byte* data, size_t capacity) {
+    bulk_ = data;
+    bulk_cap_ = capacity;
+    bulk_tail_ = ctl_->bulk_tail.load(std::memory_order_relaxed);
+  }
+  // The next record, or nullptr when the ring is empty. Skips pads. A bulk record gets its
+  // payload's place written into its spare bytes (computed here, never taken from the peer;
+  // a bulk record on a channel without a bulk area, which no podnet peer sends, reads as
+  // having its payload inline).
   const RecHdr* peek() {
     for (;;) {
-      auto* h = reinterpret_cast<const RecHdr*>(data_ + (tail_ & (cap_ - 1)));
+      auto* h = reinterpret_cast<RecHdr*>(data_ + (tail_ & (cap_ - 1)));
       if (first_word(h).load(std::memory_order_acquire) == 0) return nullptr;
       handover_acquire();
-      if (h->type != Rec::kPad) return h;
-      tail_ += record_bytes(h->plen);
+      if (h->type == Rec::kPad) {
+        tail_ += record_bytes(h->plen);
+        continue;
+      }
+      if (h->flags & kBulk) {
+        int64_t at = static_cast<int64_t>(sizeof(RecHdr));
+        if (bulk_cap_ != 0 && bulk_bytes(h->plen) <= bulk_cap_) {
+          const uint64_t start = bulk_start(bulk_tail_, bulk_bytes(h->plen), bulk_cap_);
+          at = bulk_ + (start & (bulk_cap_ - 1)) - reinterpret_cast<std::byte*>(h);
+        }
+        std::memcpy(reinterpret_cast<std::byte*>(h) + sizeof(RecHdr), &at, sizeof at);
+      }
+      return h;
     }
   }
   // Without the consumer's lock: false only when the ring is certainly empty (nothing is
@@ -185,11 +260,21 @@ class RingReader {
     return first_word(reinterpret_cast<const RecHdr*>(data_ + (t & (cap_ - 1)))).load(std::memory_order_acquire) != 0;
   }
   // Releases the record peek() returned (its memory may be overwritten from now on).
-  void consume(const RecHdr* h) { tail_ += record_bytes(h->plen); }
+  void consume(const RecHdr* h) {
+    if ((h->flags & kBulk) && bulk_cap_ != 0 && bulk_bytes(h->plen) <= bulk_cap_) {
+      const size_t need = bulk_bytes(h->plen);
+      bulk_tail_ = bulk_start(bulk_tail_, need, bulk_cap_) + need;
+      tail_ += kCacheLine;
+    } else {
+      tail_ += (h->flags & kBulk) ? kCacheLine : record_bytes(h->plen);
+    }
+  }
   // Makes released space visible; true when the producer asked for a wake-up.
   bool release() {
-    if (ctl_->tail.load(std::memory_order_relaxed) == tail_) return false;
+    const bool bulk_moved = bulk_cap_ != 0 && ctl_->bulk_tail.load(std::memory_order_relaxed) != bulk_tail_;
+    if (ctl_->tail.load(std::memory_order_relaxed) == tail_ && !bulk_moved) return false;
     handover_release();
+    if (bulk_moved) ctl_->bulk_tail.store(bulk_tail_, std::memory_order_release);
     ctl_->tail.store(tail_, std::memory_order_release);
     std::atomic_thread_fence(std::memory_order_seq_cst);
     return ctl_->producer_waiting.load(std::memory_order_relaxed) != 0 &&
@@ -206,12 +291,23 @@ class RingReader {
 
  private:
   RingCtl* ctl_ = nullptr;
-  const std::byte* data_ = nullptr;
+  std::byte* data_ = nullptr;  // the consumer writes a bulk record's payload place (peek)
   size_t cap_ = 0;
   uint64_t tail_ = 0;
+  std::byte* bulk_ = nullptr;
+  size_t bulk_cap_ = 0;
+  uint64_t bulk_tail_ = 0;
 };
 
-inline std::byte* payload(RecHdr* h) { return reinterpret_cast<std::byte*>(h) + sizeof(RecHdr); }
-inline const std::byte* payload(const RecHdr* h) { return reinterpret_cast<const std::byte*>(h) + sizeof(RecHdr); }
+// The producer's place for a record's inline payload (after reserve()).
+inline std::byte* inline_payload(RecHdr* h) { return reinterpret_cast<std::byte*>(h) + sizeof(RecHdr); }
+// A record's payload, for the consumer (after peek()): inline, or in the bulk area.
+inline const std::byte* payload(const RecHdr* h) {
+  const auto* b = reinterpret_cast<const std::byte*>(h);
+  if (!(h->flags & kBulk)) return b + sizeof(RecHdr);
+  int64_t at;
+  std::memcpy(&at, b + sizeof(RecHdr), sizeof at);
+  return b + at;
+}
 
 }  // namespace podnet::shm

@@ -4,13 +4,11 @@
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/uio.h>
 #include <sys/un.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <charconv>
-#include <cstdio>
 #include <cstring>
 #include <fstream>
 
@@ -147,36 +145,14 @@ ShmTransport::ShmTransport(detail::ProgressEngine& engine, detail::MemoryRegistr
   list_.store(lists_.back().get());
 }
 
-size_t auto_ring_bytes(bool cma, std::string* why) {
-  if (!cma) {
-    *why = "cross-memory attach is off (PODNET_SHM_CMA=0)";
-    return kRingNoCma;
-  }
-  uint64_t word = 1, got = 0;
-  iovec local{&got, sizeof got}, remote{&word, sizeof word};
-  if (process_vm_readv(getpid(), &local, 1, &remote, 1, 0) != static_cast<ssize_t>(sizeof got)) {
-    *why = fmt::format("process_vm_readv is refused to this process ({})", std::strerror(errno));
-    return kRingNoCma;
-  }
-  if (FILE* f = std::fopen("/proc/sys/kernel/yama/ptrace_scope", "r")) {
-    int scope = 0;
-    bool read = std::fscanf(f, "%d", &scope) == 1;
-    std::fclose(f);
-    if (read && scope >= 1) {
-      *why = fmt::format("Yama's ptrace_scope is {}: ranks cannot read each other's memory", scope);
-      return kRingNoCma;
-    }
-  }
-  *why = "cross-memory attach carries the large payloads";
-  return kRingCma;
-}
-
 Result<std::unique_ptr<ShmTransport>> ShmTransport::create(detail::ProgressEngine& engine,
                                                            detail::MemoryRegistry& registry, uint64_t ctx_id, int rank,
                                                            std::string host_id, const ShmOptions& options) {
-  if (options.ring_bytes < (64 << 10) || (options.ring_bytes & (options.ring_bytes - 1)) != 0 ||
-      options.ring_bytes > (1ull << 30))
+  if (!Channel::valid_sizes(options.ring_bytes, 0))
     return Status::InvalidArgument("PODNET_SHM_RING={} must be a power of two between 64K and 1G", options.ring_bytes);
+  if (!Channel::valid_sizes(options.ring_bytes, options.bulk_bytes))
+    return Status::InvalidArgument("PODNET_SHM_BULK={} must be 0 or a power of two between 256K and 1G",
+                                   options.bulk_bytes);
   std::unique_ptr<ShmTransport> t(new ShmTransport(engine, registry, ctx_id, rank, std::move(host_id), options));
   t->socket_name_ = fmt::format("podnet-shm-{:016x}", ctx_id);
   t->listen_fd_ = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);

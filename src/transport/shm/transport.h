@@ -25,7 +25,8 @@ class Channel;
 class ShmEndpoint;
 
 struct ShmOptions {
-  size_t ring_bytes = 1 << 20;   // per ring; a power of two (PODNET_SHM_RING=0: auto_ring_bytes)
+  size_t ring_bytes = 1 << 20;   // per ring; a power of two
+  size_t bulk_bytes = 4 << 20;   // per bulk area (payloads from kBulkMin); 0: none
   size_t eager_max = 32 << 10;   // larger payloads move with one cross-memory copy
   bool cma = true;               // allow process_vm_readv/writev (probed per peer)
   bool map = true;               // map peers' allocated regions (needs cma's permission)
@@ -34,15 +35,6 @@ struct ShmOptions {
   int peer_timeout_ms = 15000;
   int connect_timeout_ms = 30000;
 };
-
-// Ring size when PODNET_SHM_RING is 0 (auto): kRingCma while cross-memory attach may carry
-// the large payloads (the rings then carry small messages, whose lines are best kept in the
-// cores' caches), kRingNoCma when it is off or certainly refused here (`cma` false, the
-// system call refused to this process by a seccomp filter, or Yama's ptrace_scope >= 1, under
-// which sibling ranks cannot read each other): every payload then streams through the rings,
-// and a ring larger than a core's L2 cache streams faster (docs/shm.md). `why` says which.
-inline constexpr size_t kRingCma = 1 << 20, kRingNoCma = 4 << 20;
-size_t auto_ring_bytes(bool cma, std::string* why);
 
 // What identifies "the same host" for shared memory: hostname, boot id and network
 // namespace (ranks in different lab namespaces must not use shm). PODNET_HOST_ID overrides.
