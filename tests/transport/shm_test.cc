@@ -181,6 +181,20 @@ TEST(ShmRing, BulkPayloadPlaceIsComputedByTheConsumer) {
   EXPECT_EQ(shm::payload(h), ring.bulk);
 }
 
+// PODNET_SHM_RING and PODNET_SHM_BULK: powers of two; an area must hold two of the largest
+// payloads (64 KiB fragments) and may be absent.
+TEST(ShmRing, RingAndBulkSizesAreChecked) {
+  using shm::Channel;
+  EXPECT_TRUE(Channel::valid_sizes(1 << 20, 4 << 20));
+  EXPECT_TRUE(Channel::valid_sizes(1 << 20, 0));
+  EXPECT_TRUE(Channel::valid_sizes(64 << 10, 256 << 10));
+  EXPECT_FALSE(Channel::valid_sizes(1 << 20, 3 << 20)) << "not a power of two";
+  EXPECT_FALSE(Channel::valid_sizes(1 << 20, 128 << 10)) << "below the smallest area";
+  EXPECT_FALSE(Channel::valid_sizes(32 << 10, 0)) << "below the smallest ring";
+  EXPECT_FALSE(Channel::valid_sizes(0, 4 << 20));
+  EXPECT_FALSE(Channel::valid_sizes(1 << 20, size_t{2} << 30)) << "above 1 GiB";
+}
+
 TEST(ShmRing, SleepingConsumerIsWokenByThePublish) {
   Ring ring;
   EXPECT_TRUE(ring.r.arm()) << "empty ring: the consumer may sleep";
