@@ -249,11 +249,8 @@ bool Channel::emit(OutOp& op) {
   const std::byte* src = op.owned.empty() ? op.src : reinterpret_cast<const std::byte*>(op.owned.data());
   do {
     size_t chunk = op.fragments ? std::min(frag, op.len - op.done) : op.len;
-    const bool bulk = chunk >= kBulkMin && tx_.has_bulk();
     std::byte* dst = nullptr;
-    RecHdr* h = bulk ? tx_.reserve_bulk(chunk, &dst) : tx_.reserve(record_bytes(chunk));
-    if (h == nullptr) return false;
-    if (!bulk) dst = inline_payload(h);
+    if (tx_.reserve_payload(chunk, &dst) == nullptr) return false;
     RecHdr hdr = op.hdr;
     hdr.plen = static_cast<uint32_t>(chunk);
     if (op.fragments) {
@@ -262,7 +259,6 @@ bool Channel::emit(OutOp& op) {
       if (op.done == 0) hdr.flags |= kFirst;
       if (op.done + chunk == op.len) hdr.flags |= (kLast | (op.hdr.flags & kNotify));
     }
-    if (bulk) hdr.flags |= kBulk;
     if (chunk > 0) std::memcpy(dst, src + op.done, chunk);
     tx_.commit(hdr);  // the header last: it publishes the record
     op.done += chunk;
@@ -303,13 +299,9 @@ bool Channel::try_emit_record(RecHdr hdr, const void* src, size_t len) {
   if (len > max_fragment()) return false;
   std::lock_guard lk(tx_mu_);
   if (closed_ || !queued_.empty() || !ready()) return false;
-  const bool bulk = len >= kBulkMin && tx_.has_bulk();
   std::byte* dst = nullptr;
-  RecHdr* h = bulk ? tx_.reserve_bulk(len, &dst) : tx_.reserve(record_bytes(len));
-  if (h == nullptr) return false;
-  if (!bulk) dst = inline_payload(h);
+  if (tx_.reserve_payload(len, &dst) == nullptr) return false;
   hdr.plen = static_cast<uint32_t>(len);
-  if (bulk) hdr.flags |= kBulk;
   if (len > 0) std::memcpy(dst, src, len);
   tx_.commit(hdr);
   publish_tx();
@@ -358,9 +350,7 @@ bool Channel::arm() {
     if (!lk.owns_lock()) return false;
     if (!queued_.empty()) {
       const OutOp& op = queued_.front();
-      const size_t chunk = op.fragments ? std::min(max_fragment(), op.len - op.done) : op.len;
-      const bool bulk = chunk >= kBulkMin && tx_.has_bulk();
-      if (!tx_.arm_for_space(bulk ? kCacheLine : record_bytes(chunk), bulk ? bulk_bytes(chunk) : 0)) return false;
+      if (!tx_.arm_for_payload(op.fragments ? std::min(max_fragment(), op.len - op.done) : op.len)) return false;
     }
   }
   return true;

@@ -463,27 +463,32 @@ void ShmEndpoint::on_rdv_data(const RecHdr& h) {
   // The fragments of one send arrive in order, back to back (a queued operation is emitted
   // whole before the next): the receive is looked up per fragment, and taken on the last.
   // A fragment outside the message fails the receive at once; the rest of it is dropped.
-  RingRecv rr;
+  const bool last = (h.flags & kLast) != 0;
+  std::byte* buf = nullptr;
+  size_t len = 0;
+  std::shared_ptr<RequestState> req;  // taken with the last (or a bad) fragment only
   bool bad = false;
   {
     std::lock_guard lk(mu_);
     auto it = ring_recvs_.find(h.seq);
     if (it == ring_recvs_.end()) return;  // failed meanwhile (or by a bad fragment)
-    bad = h.aux > it->second.len || h.plen > it->second.len - h.aux;
-    const bool last = bad || (h.flags & kLast) != 0;
-    rr = last ? std::move(it->second) : it->second;
-    if (last) ring_recvs_.erase(it);
+    buf = it->second.buf;
+    len = it->second.len;
+    bad = h.aux > len || h.plen > len - h.aux;
+    if (bad || last) {
+      req = std::move(it->second.req);
+      ring_recvs_.erase(it);
+    }
   }
   if (bad) {
-    PODNET_WARN(kNet, "shm rendezvous fragment [{}, +{}) outside the {}-byte message from {}", h.aux, h.plen, rr.len,
+    PODNET_WARN(kNet, "shm rendezvous fragment [{}, +{}) outside the {}-byte message from {}", h.aux, h.plen, len,
                 peer_name());
-    rr.req->complete(op_failure(
-        *rr.req, Status::Protocol("rendezvous fragment [{}, +{}) outside the {}-byte message", h.aux, h.plen, rr.len)));
+    req->complete(op_failure(
+        *req, Status::Protocol("rendezvous fragment [{}, +{}) outside the {}-byte message", h.aux, h.plen, len)));
     return;
   }
-  const bool last = (h.flags & kLast) != 0;
-  if (h.plen > 0) copy_part_to_output(rr.buf + h.aux, payload(&h), h.plen, rr.len);
-  if (last) rr.req->complete(Status::Ok());
+  if (h.plen > 0) copy_part_to_output(buf + h.aux, payload(&h), h.plen, len);
+  if (last) req->complete(Status::Ok());
 }
 
 void ShmEndpoint::on_reply_record(const RecHdr& h) {

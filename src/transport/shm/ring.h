@@ -87,6 +87,9 @@ inline constexpr uint64_t bulk_start(uint64_t at, size_t need, size_t cap) {
   return need <= cap - pos ? at : at + (cap - pos);
 }
 
+// The producer's place for a record's inline payload (after reserve()).
+inline std::byte* inline_payload(RecHdr* h) { return reinterpret_cast<std::byte*>(h) + sizeof(RecHdr); }
+
 // The first 8 bytes of a record header, as the publishing word.
 inline std::atomic<uint64_t>& first_word(RecHdr* h) { return *reinterpret_cast<std::atomic<uint64_t>*>(h); }
 inline const std::atomic<uint64_t>& first_word(const RecHdr* h) {
@@ -120,10 +123,19 @@ class RingWriter {
     bulk_head_ = bulk_tail_cache_;
   }
   size_t capacity() const noexcept { return cap_; }
-  bool has_bulk() const noexcept { return bulk_cap_ != 0; }
+  // Space for a record with a payload of `plen` bytes: in the bulk area from kBulkMin when
+  // there is one (commit() then marks the header kBulk), else inline after the header. *data
+  // is the payload's place; nullptr when there is no room yet.
+  RecHdr* reserve_payload(size_t plen, std::byte** data) {
+    if (goes_to_bulk(plen)) return reserve_bulk(plen, data);
+    RecHdr* h = reserve(record_bytes(plen));
+    if (h != nullptr) *data = inline_payload(h);
+    return h;
+  }
+  bool goes_to_bulk(size_t plen) const noexcept { return plen >= kBulkMin && bulk_cap_ != 0; }
   // Space for a record whose payload of `plen` bytes goes to the bulk area: its header line in
   // the ring, *data its payload's place; nullptr when either has no room yet. Fill the
-  // payload, then commit() the header with kBulk set.
+  // payload, then commit() the header (marked kBulk there).
   RecHdr* reserve_bulk(size_t plen, std::byte** data) {
     const size_t need = bulk_bytes(plen);
     const uint64_t start = bulk_start(bulk_head_, need, bulk_cap_);
@@ -155,7 +167,13 @@ class RingWriter {
   }
   // Publishes the record reserve() returned, with header `h` (its payload is in place).
   void commit(const RecHdr& h) {
-    publish_at(head_ & (cap_ - 1), h, pending_);
+    if (pending_bulk_ != 0) {
+      RecHdr bulk = h;
+      bulk.flags |= kBulk;
+      publish_at(head_ & (cap_ - 1), bulk, pending_);
+    } else {
+      publish_at(head_ & (cap_ - 1), h, pending_);
+    }
     head_ += pending_;
     bulk_head_ += pending_bulk_;
     pending_bulk_ = 0;
@@ -170,6 +188,10 @@ class RingWriter {
   }
   // Before the producer's engine blocks with records waiting for space: asks the consumer
   // for a wake-up; false when space freed up meanwhile (do not block).
+  // The same for a record with a payload of `plen` bytes (reserve_payload()'s choice).
+  bool arm_for_payload(size_t plen) {
+    return goes_to_bulk(plen) ? arm_for_space(kCacheLine, bulk_bytes(plen)) : arm_for_space(record_bytes(plen), 0);
+  }
   // `bulk`: the bulk bytes the next record needs (0: none).
   bool arm_for_space(size_t bytes, size_t bulk) {
     ctl_->producer_waiting.store(1, std::memory_order_relaxed);
@@ -244,10 +266,8 @@ class RingReader {
       }
       if (h->flags & kBulk) {
         int64_t at = static_cast<int64_t>(sizeof(RecHdr));
-        if (bulk_cap_ != 0 && bulk_bytes(h->plen) <= bulk_cap_) {
-          const uint64_t start = bulk_start(bulk_tail_, bulk_bytes(h->plen), bulk_cap_);
-          at = bulk_ + (start & (bulk_cap_ - 1)) - reinterpret_cast<std::byte*>(h);
-        }
+        if (const size_t need = area_bytes(h); need != 0)
+          at = bulk_ + (bulk_start(bulk_tail_, need, bulk_cap_) & (bulk_cap_ - 1)) - reinterpret_cast<std::byte*>(h);
         std::memcpy(reinterpret_cast<std::byte*>(h) + sizeof(RecHdr), &at, sizeof at);
       }
       return h;
@@ -261,13 +281,12 @@ class RingReader {
   }
   // Releases the record peek() returned (its memory may be overwritten from now on).
   void consume(const RecHdr* h) {
-    if ((h->flags & kBulk) && bulk_cap_ != 0 && bulk_bytes(h->plen) <= bulk_cap_) {
-      const size_t need = bulk_bytes(h->plen);
-      bulk_tail_ = bulk_start(bulk_tail_, need, bulk_cap_) + need;
-      tail_ += kCacheLine;
-    } else {
-      tail_ += (h->flags & kBulk) ? kCacheLine : record_bytes(h->plen);
+    if (!(h->flags & kBulk)) {
+      tail_ += record_bytes(h->plen);
+      return;
     }
+    tail_ += kCacheLine;
+    if (const size_t need = area_bytes(h); need != 0) bulk_tail_ = bulk_start(bulk_tail_, need, bulk_cap_) + need;
   }
   // Makes released space visible; true when the producer asked for a wake-up.
   bool release() {
@@ -290,6 +309,13 @@ class RingReader {
   void disarm() { ctl_->consumer_sleeping.store(0, std::memory_order_relaxed); }
 
  private:
+  // The bulk bytes a kBulk record's payload takes in the area; 0 when it has none there (no
+  // area, or a size no podnet peer sends: the payload then reads as inline).
+  size_t area_bytes(const RecHdr* h) const noexcept {
+    const size_t need = bulk_bytes(h->plen);
+    return bulk_cap_ != 0 && need <= bulk_cap_ ? need : 0;
+  }
+
   RingCtl* ctl_ = nullptr;
   std::byte* data_ = nullptr;  // the consumer writes a bulk record's payload place (peek)
   size_t cap_ = 0;
@@ -299,8 +325,6 @@ class RingReader {
   uint64_t bulk_tail_ = 0;
 };
 
-// The producer's place for a record's inline payload (after reserve()).
-inline std::byte* inline_payload(RecHdr* h) { return reinterpret_cast<std::byte*>(h) + sizeof(RecHdr); }
 // A record's payload, for the consumer (after peek()): inline, or in the bulk area.
 inline const std::byte* payload(const RecHdr* h) {
   const auto* b = reinterpret_cast<const std::byte*>(h);
