@@ -174,6 +174,7 @@ Status ContextImpl::create_shm() {
   so.eager_max = config_.shm_eager_max;
   so.cma = config_.shm_cma;
   so.map = config_.shm_map;
+  so.ptracer = config_.shm_ptracer;
   so.split_min = config_.shm_split_min == 0 ? SIZE_MAX : config_.shm_split_min;
   so.heartbeat_ms = config_.heartbeat_ms;
   so.peer_timeout_ms = config_.peer_timeout_ms;
@@ -184,7 +185,9 @@ Status ContextImpl::create_shm() {
     shm_ = std::move(t).value();
     return {};
   }
+  // A knob with a bad value is an error, as for verbs: falling back would hide the typo.
   if (config_.transport == "shm") return t.status().with_context("PODNET_TRANSPORT=shm");
+  if (t.status().code() == Code::kInvalidArgument) return t.status().with_context("shared memory");
   PODNET_WARN(kXfer, "shared memory unavailable, using tcp for every peer: {}", t.status().message());
   return {};
 }

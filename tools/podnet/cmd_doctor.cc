@@ -13,6 +13,7 @@
 #include <array>
 #include <cstdint>
 #include <cstdio>
+#include <fstream>
 #include <iterator>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -36,6 +37,7 @@ struct SystemInfo {
   long cpus_online = 0;
   int cpus_usable = 0;  // in this process's affinity mask (what taskset / cgroups leave us)
   bool io_uring = false;
+  int yama_scope = -1;  // /proc/sys/kernel/yama/ptrace_scope; -1: no Yama
 };
 
 SystemInfo probe_system() {
@@ -49,6 +51,8 @@ SystemInfo probe_system() {
   CPU_ZERO(&set);
   s.cpus_usable = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 0;
   s.io_uring = PODNET_HAVE_URING != 0;
+  std::ifstream yama("/proc/sys/kernel/yama/ptrace_scope");
+  if (!(yama >> s.yama_scope)) s.yama_scope = -1;
   return s;
 }
 
@@ -74,7 +78,13 @@ void print_system(const SystemInfo& s) {
   fmt::print("  host      {}\n", s.hostname);
   fmt::print("  kernel    {}\n", s.kernel);
   fmt::print("  cpus      {} online, {} usable by this process\n", s.cpus_online, s.cpus_usable);
-  fmt::print("  io_uring  {}\n\n", s.io_uring ? "built in" : "not built in");
+  fmt::print("  io_uring  {}\n", s.io_uring ? "built in" : "not built in");
+  // Cross-memory attach between sibling ranks (shm's single copy) under Yama (docs/shm.md).
+  const char* what = s.yama_scope < 0    ? "no Yama: ranks of one user may attach"
+                     : s.yama_scope == 0 ? "scope 0: ranks of one user may attach"
+                     : s.yama_scope == 1 ? "scope 1: ranks attach as PODNET_SHM_PTRACER declares"
+                                         : "scope 2+: no cross-memory attach, shm copies through its rings";
+  fmt::print("  ptrace    {}\n\n", what);
 }
 
 void print_knob_table(const std::vector<KnobInfo>& knobs) {
@@ -122,12 +132,9 @@ nlohmann::ordered_json knobs_json(const std::vector<KnobInfo>& knobs) {
 }
 
 nlohmann::ordered_json system_json(const SystemInfo& s) {
-  return {{"version", PODNET_VERSION_STRING},
-          {"hostname", s.hostname},
-          {"kernel", s.kernel},
-          {"cpus_online", s.cpus_online},
-          {"cpus_usable", s.cpus_usable},
-          {"io_uring", s.io_uring}};
+  return {{"version", PODNET_VERSION_STRING}, {"hostname", s.hostname},       {"kernel", s.kernel},
+          {"cpus_online", s.cpus_online},     {"cpus_usable", s.cpus_usable}, {"io_uring", s.io_uring},
+          {"yama_ptrace_scope", s.yama_scope}};
 }
 
 int run_doctor(const DoctorOptions& opt) {

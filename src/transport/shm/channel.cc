@@ -94,11 +94,12 @@ Status cross_copy(pid_t pid, std::byte* local, uint64_t remote, size_t len, bool
   return {};
 }
 
-bool probe_cma(pid_t pid, uint64_t addr, uint64_t expect) {
+int probe_cma(pid_t pid, uint64_t addr, uint64_t expect) {
   uint64_t got = 0;
   iovec local{&got, sizeof got};
   iovec remote{reinterpret_cast<void*>(addr), sizeof got};
-  return process_vm_readv(pid, &local, 1, &remote, 1, 0) == static_cast<ssize_t>(sizeof got) && got == expect;
+  if (process_vm_readv(pid, &local, 1, &remote, 1, 0) != static_cast<ssize_t>(sizeof got)) return errno;
+  return got == expect ? 0 : EPROTO;
 }
 
 Channel::~Channel() {

@@ -30,6 +30,7 @@ struct ShmOptions {
   size_t eager_max = 32 << 10;   // larger payloads move with one cross-memory copy
   bool cma = true;               // allow process_vm_readv/writev (probed per peer)
   bool map = true;               // map peers' allocated regions (needs cma's permission)
+  std::string ptracer = "parent";  // what to declare under Yama ptrace_scope 1 (ptracer.h)
   size_t split_min = 1 << 20;    // rendezvous sends this large are copied by both sides
   int heartbeat_ms = 1000;
   int peer_timeout_ms = 15000;
