@@ -13,7 +13,6 @@
 #include <array>
 #include <cstdint>
 #include <cstdio>
-#include <fstream>
 #include <iterator>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -22,6 +21,7 @@
 
 #include "base/config.h"
 #include "commands.h"
+#include "transport/shm/ptracer.h"
 
 namespace podnet::tool {
 namespace {
@@ -51,8 +51,7 @@ SystemInfo probe_system() {
   CPU_ZERO(&set);
   s.cpus_usable = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 0;
   s.io_uring = PODNET_HAVE_URING != 0;
-  std::ifstream yama("/proc/sys/kernel/yama/ptrace_scope");
-  if (!(yama >> s.yama_scope)) s.yama_scope = -1;
+  s.yama_scope = shm::yama_ptrace_scope();
   return s;
 }
 

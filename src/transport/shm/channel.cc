@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "base/log.h"
+#include "transport/shm/ptracer.h"
 
 namespace podnet::shm {
 namespace {
@@ -94,12 +95,18 @@ Status cross_copy(pid_t pid, std::byte* local, uint64_t remote, size_t len, bool
   return {};
 }
 
-int probe_cma(pid_t pid, uint64_t addr, uint64_t expect) {
+bool probe_cma(pid_t pid, uint64_t addr, uint64_t expect, const std::string& peer) {
   uint64_t got = 0;
   iovec local{&got, sizeof got};
   iovec remote{reinterpret_cast<void*>(addr), sizeof got};
-  if (process_vm_readv(pid, &local, 1, &remote, 1, 0) != static_cast<ssize_t>(sizeof got)) return errno;
-  return got == expect ? 0 : EPROTO;
+  int err = 0;
+  if (process_vm_readv(pid, &local, 1, &remote, 1, 0) != static_cast<ssize_t>(sizeof got))
+    err = errno;
+  else if (got != expect)
+    err = EPROTO;
+  if (err == 0) return true;
+  explain_cma_refusal(pid, err, peer);
+  return false;
 }
 
 Channel::~Channel() {

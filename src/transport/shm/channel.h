@@ -65,9 +65,9 @@ Result<Hello> recv_hello(int sock, int fds[2]);
 // Copies len bytes between this process and `pid` with one kernel copy (cross-memory attach):
 // into_peer: local -> peer (process_vm_writev), else peer -> local (process_vm_readv).
 Status cross_copy(pid_t pid, std::byte* local, uint64_t remote, size_t len, bool into_peer);
-// Whether this process can read the 8 bytes at `addr` in `pid` and they equal `expect`: 0, else
-// the errno of the refusal (EPROTO: other bytes there).
-int probe_cma(pid_t pid, uint64_t addr, uint64_t expect);
+// Whether this process can read the 8 bytes at `addr` in `pid` (rank `peer`) and they equal
+// `expect`; a refusal is explained in the log (explain_cma_refusal, ptracer.h).
+bool probe_cma(pid_t pid, uint64_t addr, uint64_t expect, const std::string& peer);
 
 // An outgoing operation waiting for ring space: one record, or a payload split over several
 // fragment records (kFirst/kLast flags, aux = offset).

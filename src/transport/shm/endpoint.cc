@@ -8,7 +8,6 @@
 #include "base/clock.h"
 #include "base/copy.h"
 #include "base/log.h"
-#include "transport/shm/ptracer.h"
 #include "transport/shm/transport.h"
 
 namespace podnet::shm {
@@ -64,9 +63,7 @@ void ShmEndpoint::on_reply(const Hello& reply, int peer_doorbell) {
   Channel* ch = out_raw_.load(std::memory_order_acquire);
   if (!ch) return;
   peer_pid_.store(reply.pid);
-  const int refused = reply.cma != 0 ? probe_cma(reply.pid, reply.probe_addr, SegmentHeader::kMagic) : 0;
-  if (refused != 0) explain_cma_refusal(reply.pid, refused, peer_name());
-  const bool push = reply.cma != 0 && refused == 0;
+  bool push = reply.cma != 0 && probe_cma(reply.pid, reply.probe_addr, SegmentHeader::kMagic, peer_name());
   ch->set_ready(reply.pid, reply.cma != 0 && transport_->options().cma, push, peer_doorbell);
   PODNET_INFO(kNet, "shm channel to {} ready (single-copy {}, split copies {})", peer_name(), ch->cma() ? "on" : "off",
               ch->cma_push() ? "on" : "off");

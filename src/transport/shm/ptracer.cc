@@ -28,8 +28,8 @@ Result<unsigned long> ptracer_for(const std::string& mode, int scope, pid_t pare
   return static_cast<unsigned long>(parent);
 }
 
-Status declare_ptracer(const std::string& mode) {
-  const int scope = yama_ptrace_scope();
+Status declare_ptracer(const std::string& mode, bool wanted) {
+  const int scope = wanted ? yama_ptrace_scope() : -1;
   const pid_t parent = getppid();
   PODNET_ASSIGN_OR_RETURN(unsigned long who, ptracer_for(mode, scope, parent));
   if (who == 0) {

@@ -32,7 +32,8 @@ int yama_ptrace_scope();
 Result<unsigned long> ptracer_for(const std::string& mode, int scope, pid_t parent);
 
 // Applies PODNET_SHM_PTRACER to this process (at shm transport creation) and logs what it did.
-Status declare_ptracer(const std::string& mode);
+// With `wanted` false (no cross-memory attach, no mappings) it only checks the mode.
+Status declare_ptracer(const std::string& mode, bool wanted = true);
 
 // A probe of `pid`'s memory failed with `err` (errno; EPROTO: unexpected data): under Yama
 // scope 1 a refusal is explained once per process as a warning that names the knob, else

@@ -154,11 +154,7 @@ Result<std::unique_ptr<ShmTransport>> ShmTransport::create(detail::ProgressEngin
   if (!Channel::valid_sizes(options.ring_bytes, options.bulk_bytes))
     return Status::InvalidArgument("PODNET_SHM_BULK={} must be 0 or a power of two between 256K and 1G",
                                    options.bulk_bytes);
-  if (options.cma || options.map) {
-    PODNET_RETURN_IF_ERROR(declare_ptracer(options.ptracer));
-  } else {
-    PODNET_RETURN_IF_ERROR(ptracer_for(options.ptracer, 0, 0).status());  // checked all the same
-  }
+  PODNET_RETURN_IF_ERROR(declare_ptracer(options.ptracer, /*wanted=*/options.cma || options.map));
   std::unique_ptr<ShmTransport> t(new ShmTransport(engine, registry, ctx_id, rank, std::move(host_id), options));
   t->socket_name_ = fmt::format("podnet-shm-{:016x}", ctx_id);
   t->listen_fd_ = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -265,11 +261,9 @@ void ShmTransport::on_hello(PendingAccept* p) {
   if (h->kind != Hello::kHello || fds[0] < 0 || fds[1] < 0) return drop(Status::Protocol("hello without descriptors"));
   auto ch = Channel::accept(p->fd, fds[0], fds[1], h->pid);
   if (!ch.ok()) return drop(ch.status());  // the channel closed what it owned
-  const int refused = options_.cma ? probe_cma(h->pid, h->probe_addr, SegmentHeader::kMagic) : 0;
-  const bool cma = options_.cma && refused == 0;
-  (*ch)->set_cma(cma);
   auto ep = endpoint_for(h->ctx_id, h->rank, fmt::format("podnet-shm-{:016x}", h->ctx_id), h->pid);
-  if (refused != 0) explain_cma_refusal(h->pid, refused, ep->peer_name());
+  bool cma = options_.cma && probe_cma(h->pid, h->probe_addr, SegmentHeader::kMagic, ep->peer_name());
+  (*ch)->set_cma(cma);
   if (Status st = ep->attach_incoming(*ch); !st.ok()) {
     PODNET_WARN(kNet, "shm: {}", st.message());
     return;
