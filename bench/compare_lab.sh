@@ -21,9 +21,10 @@ and removes the lab. Then, on the largest N, it slows every link of one host by 
 and runs `podnet bench p2p --all-pairs`: the matrix must show exactly that host as the outlier.
 
 busbw follows nccl-tests (allreduce: algbw x 2(N-1)/N; allgather, reduce_scatter, alltoall:
-algbw x (N-1)/N), computed from each tool's time per call (out of place for podnet), and is
-shown as a fraction of the link rate. ratio = podnet busbw / the better anchor's (> 1: podnet
-faster). Targets (allreduce): ratio >= 1.0 at every size; podnet >= 0.90 of the link rate at
+algbw x (N-1)/N), computed from each tool's time per call, and is shown as a fraction of the
+link rate. ratio = podnet busbw / the anchor's in the same form, the lowest over the anchors
+(> 1: podnet faster): podnet in place against Gloo's allreduce (Gloo's exists only in place),
+out of place otherwise. Targets (allreduce): ratio >= 1.0 at every size; podnet >= 0.90 of the link rate at
 sizes >= 16 MiB. The other collectives are reported without a target.
 
 Options:
@@ -159,7 +160,8 @@ rep = json.loads("".join(lines))
 for r in rep["results"]:
     print(json.dumps({"tool": "podnet", "hosts": int(sys.argv[2]), "coll": r["collective"],
                       "algo": r.get("algorithm", ""), "bytes": r["size"],
-                      "time_us": r["out_of_place"]["time_us"]}))
+                      "time_us": r["out_of_place"]["time_us"],
+                      "time_ip_us": (r.get("in_place") or {}).get("time_us")}))
 PY
 }
 
@@ -275,12 +277,21 @@ for d in raw:
     name = d["tool"] if d["tool"] != "gloo" else "gloo_" + d["algo"].replace("allreduce_", "")
     f = link_frac(d)
     if f is not None: t[k].setdefault(name, []).append(f)
-    if d["tool"] == "podnet": t[k]["_algo"] = d["algo"]
+    if d["tool"] == "podnet":
+        t[k]["_algo"] = d["algo"]
+        if d.get("time_ip_us"):
+            f = link_frac(dict(d, time_us=d["time_ip_us"]))
+            if f is not None: t[k].setdefault("podnet_ip", []).append(f)
 def median(xs):  # of the repeats (--repeats); the upper middle of an even count
     xs = sorted(xs)
     return xs[len(xs) // 2]
 for v in t.values():
     for name in [n for n in v if not n.startswith("_")]: v[name] = median(v[name])
+# Like for like: Gloo's allreduce exists only in place, so it is compared with podnet's
+# in-place busbw; every other anchor with podnet's out-of-place one.
+def podnet_for(v, anchor, coll):
+    ip = v.get("podnet_ip")
+    return ip if coll == "allreduce" and anchor.startswith("gloo") and ip is not None else v.get("podnet")
 order = {"allreduce": 0, "allgather": 1, "reduce_scatter": 2, "alltoall": 3}
 keys.sort(key=lambda k: (k[0], order.get(k[1], 9), k[2]))
 def hsize(b):
@@ -288,20 +299,23 @@ def hsize(b):
         if b >= u and b % u == 0: return f"{b // u}{s}"
     return f"{b}"
 f3 = lambda v: "-" if v is None else f"{v:.3f}"
-hdr = ("hosts", "coll", "size", "podnet", "mpi", "gloo", "best_anchor", "ratio", "target", "result", "podnet_algo")
-fmt = "%-5s %-14s %6s %7s %7s %-19s %-11s %6s %-16s %-6s %s"
+hdr = ("hosts", "coll", "size", "podnet", "pn_ip", "mpi", "gloo", "best_anchor", "ratio", "target", "result",
+       "podnet_algo")
+fmt = "%-5s %-14s %6s %7s %7s %7s %-19s %-11s %6s %-16s %-6s %s"
 lines = [fmt % hdr]
 rows, npass, nfail = [], 0, 0
 for k in keys:
     v = t[k]
     p = v.get("podnet")
-    anchors = {n: x for n, x in v.items() if not n.startswith("_") and n != "podnet"}
+    anchors = {n: x for n, x in v.items() if not n.startswith("_") and n not in ("podnet", "podnet_ip")}
     gl = {n: x for n, x in anchors.items() if n.startswith("gloo")}
     short = lambda n: n.replace("gloo_halving_doubling", "gloo_hd").replace("gloo_ring_chunked", "gloo_rc")
     gs = "/".join(f"{x:.3f}" for n, x in sorted(gl.items())) if gl else "-"
     if len(gl) > 1: gs += " (" + "/".join(short(n)[5:] for n in sorted(gl)) + ")"
-    best_name, best = max(anchors.items(), key=lambda x: x[1]) if anchors else (None, None)
-    ratio = p / best if (p is not None and best) else None
+    ratios = {n: podnet_for(v, n, k[1]) / x for n, x in anchors.items() if x and podnet_for(v, n, k[1]) is not None}
+    best_name = min(ratios, key=ratios.get) if ratios else None
+    best = anchors[best_name] if best_name else None
+    ratio = ratios[best_name] if best_name else None
     target, res, ok = "-", "", None
     if k[1] == "allreduce":
         ok = ratio is not None and ratio >= 1.0
@@ -311,13 +325,15 @@ for k in keys:
             ok = ok and p is not None and p >= 0.90
         res = "PASS" if ok else "FAIL"
         npass += ok; nfail += not ok
-    lines.append(fmt % (k[0], k[1], hsize(k[2]), f3(p), f3(v.get("mpi")), gs, short(best_name) if best_name else "-",
+    lines.append(fmt % (k[0], k[1], hsize(k[2]), f3(p), f3(v.get("podnet_ip")), f3(v.get("mpi")), gs, short(best_name) if best_name else "-",
                         "-" if ratio is None else f"{ratio:.2f}", target, res, v.get("_algo", "")))
     rows.append({"hosts": k[0], "coll": k[1], "bytes": k[2], "podnet_link_frac": p,
-                 "anchors_link_frac": anchors, "best_anchor": best_name, "ratio": ratio, "pass": ok,
+                 "podnet_in_place_link_frac": v.get("podnet_ip"), "anchors_link_frac": anchors,
+                 "ratios": ratios, "best_anchor": best_name, "ratio": ratio, "pass": ok,
                  "podnet_algorithm": v.get("_algo")})
 print("# busbw as a fraction of the link rate (%.0f Mbit/s each way; TCP over 1500-byte frames carries at most"
-      " ~0.957 of it); ratio = podnet / best anchor" % (rate_bps / 1e6))
+      " ~0.957 of it); ratio = podnet / anchor in the same form (pn_ip: podnet in place, against Gloo's allreduce),"
+      " the lowest over the anchors" % (rate_bps / 1e6))
 print("\n".join(lines))
 print(f"# allreduce targets: {npass} PASS, {nfail} FAIL")
 for c in sorted({k[1] for k in keys}, key=lambda c: order.get(c, 9)):

@@ -8,7 +8,8 @@
 // output; alltoall and reduce_scatter: the whole input), rounded down to a multiple of
 // 4 bytes (times the ranks where the call works on blocks). Per size: WARMUP untimed calls,
 // MPI_Barrier, ITERS timed calls (BIGITERS when size >= BIGBYTES); time = loop time / ITERS,
-// the maximum over the ranks (MPI_Reduce MAX). Out of place. Rank 0 prints one JSON line
+// the maximum over the ranks (MPI_Reduce MAX). Out of place, except broadcast (MPI_Bcast works
+// in place only). Rank 0 prints one JSON line
 // per size: {"coll":..., "bytes":..., "time_us":...}.
 #include <mpi.h>
 
@@ -65,10 +66,8 @@ int main(int argc, char** argv) {
         MPI_Alltoall(in.data(), blk, MPI_FLOAT, out.data(), blk, MPI_FLOAT, MPI_COMM_WORLD);
       else if (coll == "reduce_scatter")
         MPI_Reduce_scatter_block(in.data(), out.data(), blk, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-      else {  // out of place as podnet does it: the root copies its input into the buffer
-        if (rank == 0) std::memcpy(out.data(), in.data(), bytes);
+      else  // MPI_Bcast has no out-of-place form: compared with podnet's in-place broadcast
         MPI_Bcast(out.data(), blk, MPI_FLOAT, 0, MPI_COMM_WORLD);
-      }
     };
     const int it = bytes >= bigbytes ? bigiters : iters;
     for (int i = 0; i < warm; ++i) call();
