@@ -49,6 +49,9 @@ Options:
                      buffers, which no anchor can map, so the rows are marked "info" and count
                      toward neither PASS nor FAIL
   --json FILE        also write every measurement and the table as JSON to FILE
+  --table-from FILE  run nothing: print the table of the measurements in FILE (an earlier
+                     run's --json file, or one raw measurement per line); with --json, write
+                     the new rows too
   --podnet PATH      podnet binary (default: $PODNET, else build/tools/podnet/podnet, else PATH);
                      copied to a temporary directory first
   -h, --help         show this help
@@ -63,7 +66,7 @@ die() { echo "compare_coll.sh: $*" >&2; exit 1; }
 
 ranks_list="2 4"; max_arg=256M; colls="allreduce allgather broadcast alltoall"
 iters=20; warmup=5; small_iters=""; small_warmup=""; big_iters=5; big_warmup=1; json_out=""; podnet_arg="${PODNET:-}"
-use_gloo=1; use_mpi=1; repeats=1; transport=tcp; alloc=0
+use_gloo=1; use_mpi=1; repeats=1; transport=tcp; alloc=0; table_from=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --ranks) ranks_list="$2"; shift 2 ;;
@@ -82,6 +85,7 @@ while [[ $# -gt 0 ]]; do
     --no-gloo) use_gloo=0; shift ;;
     --no-mpi) use_mpi=0; shift ;;
     --alloc) alloc=1; shift ;;
+    --table-from) table_from="$2"; shift 2 ;;
     -h|--help) usage; exit 0 ;;
     *) echo "unknown option: $1" >&2; usage >&2; exit 2 ;;
   esac
@@ -106,8 +110,8 @@ case "$transport" in
   *) echo "bad --transport $transport (tcp or shm)" >&2; exit 2 ;;
 esac
 
-podnet_arg=$(find_podnet "$root" "$podnet_arg") || exit 1
-check_coll_anchors "$use_mpi" "$use_gloo" || exit 1
+[[ -n $table_from ]] || podnet_arg=$(find_podnet "$root" "$podnet_arg") || exit 1
+[[ -n $table_from ]] || check_coll_anchors "$use_mpi" "$use_gloo" || exit 1
 
 # ---- temporary directory, background ranks, cleanup ------------------------------------
 work=$(mktemp -d "${TMPDIR:-/tmp}/compare_coll.XXXXXX")
@@ -123,14 +127,42 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-podnet=$(copy_podnet "$podnet_arg" "$work") || exit 1
-build_coll_anchors "$work" "$use_mpi" "$use_gloo" || exit 1
+[[ -n $table_from ]] || podnet=$(copy_podnet "$podnet_arg" "$work") || exit 1
+[[ -n $table_from ]] || build_coll_anchors "$work" "$use_mpi" "$use_gloo" || exit 1
 podnet_alloc=()
 ((alloc)) && podnet_alloc=(--alloc)
 
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 raw="$work/raw.jsonl"   # one line per measurement: {"tool", "ranks", "coll", "algo", "bytes", "time_us"}
 : >"$raw"
+if [[ -n $table_from ]]; then
+  [[ -r $table_from ]] || die "--table-from: cannot read $table_from"
+  # Re-render a table from the measurements of an earlier run (its --json file, or a file of
+  # raw lines): nothing is run. The transport (which decides the targets) comes from the file.
+  read -r transport alloc < <(python3 - "$table_from" "$raw" "$transport" "$alloc" <<'PY'
+import json, sys
+src, raw, transport, alloc = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
+text = open(src).read()
+try:
+    doc = json.loads(text)
+except ValueError:
+    doc = None
+if isinstance(doc, dict):
+    lines = doc.get("raw", [])
+    transport = doc.get("transport", transport)
+    alloc = "1" if doc.get("alloc", alloc == "1") else "0"
+else:
+    lines = [json.loads(l) for l in text.splitlines() if l.strip()]
+with open(raw, "w") as out:
+    for d in lines:
+        out.write(json.dumps(d) + "\n")
+print(transport, alloc)
+PY
+) || die "cannot read measurements from $table_from"
+  [[ -n $transport ]] || die "cannot read measurements from $table_from"
+  case "$transport" in tcp|shm) ;; *) die "$table_from: unknown transport $transport" ;; esac
+  echo "# compare_coll: table from $table_from (podnet over $transport); nothing run"
+fi
 
 # Size ranges: (min max iters warmup); sizes below 1 MiB step x4 from 8, then 1 MiB x4.
 tiny_max=$((8 * 1024)); mid_min=$((32 * 1024)); small_max=$((512 * 1024)); big_min=$((1024 * 1024))
@@ -215,6 +247,7 @@ for l in open(sys.argv[1]):
   rm -rf "$store"
 }
 
+if [[ -z $table_from ]]; then
 echo "# compare_coll: $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg);" \
   "$("$podnet" --version 2>/dev/null | head -1 || echo 'podnet ?');" \
   "$( ((use_mpi)) && mpirun --version 2>/dev/null | head -1 || echo 'no Open MPI')" \
@@ -253,6 +286,7 @@ for n in $ranks_list; do
 done
 done
 echo "# load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
+fi
 
 python3 - "$raw" "$json_out" "$max" "$iters" "$big_iters" "$transport" "$small_iters" "$alloc" <<'PY'
 import json, sys
@@ -342,7 +376,8 @@ print(f"# {npass} PASS, {nfail} FAIL (ratio = anchor time / podnet time in the a
       + (" -- --alloc: information only" if sys.argv[8] == "1" else ""))
 if json_out:
     with open(json_out, "w") as fh:
-        json.dump({"benchmark": "compare_coll", "max_bytes": int(sys.argv[3]),
+        json.dump({"benchmark": "compare_coll", "transport": sys.argv[6], "alloc": sys.argv[8] == "1",
+                   "max_bytes": int(sys.argv[3]),
                    "small_iters": int(sys.argv[7]), "iters": int(sys.argv[4]), "big_iters": int(sys.argv[5]),
                    "raw": raw, "rows": rows, "table": lines, "pass": npass, "fail": nfail}, fh, indent=1)
 PY
