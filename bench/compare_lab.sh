@@ -42,6 +42,8 @@ Options:
   --slow-factor F    how much slower (default 4)
   --no-outlier       skip the all-pairs part; --no-mpi, --no-gloo: skip that anchor
   --name PREFIX      lab name prefix (default cmplab<pid>; labs PREFIX-<N>)
+  --table-from FILE  run nothing (no root needed): print the report of an earlier run's --json
+                     FILE under today's rules; with --json, write the new rows too
   --podnet-env K=V   pass K=V to podnet's ranks (repeatable; for investigations: the header
                      prints it, and the table is then not podnet's defaults)
   --json FILE        also write every measurement and the table as JSON
@@ -60,7 +62,7 @@ die() { echo "compare_lab.sh: $*" >&2; exit 1; }
 hosts_list="4 8"; rate=1gbit; colls="allreduce allgather reduce_scatter alltoall"
 min_arg=1K; max_arg=256M; iters=10; warmup=2; big_iters=3; big_warmup=1; repeats=1
 slow_host=""; slow_factor=4; outlier=1; use_mpi=1; use_gloo=1
-name_prefix="cmplab$$"; json_out=""; podnet_arg="${PODNET:-}"; podnet_env=()
+name_prefix="cmplab$$"; json_out=""; podnet_arg="${PODNET:-}"; podnet_env=(); table_from=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --hosts) hosts_list="$2"; shift 2 ;;
@@ -83,6 +85,7 @@ while [[ $# -gt 0 ]]; do
     --json) json_out="$2"; shift 2 ;;
     --podnet) podnet_arg="$2"; shift 2 ;;
     --podnet-env) podnet_env+=(--env "$2"); shift 2 ;;
+    --table-from) table_from="$2"; shift 2 ;;
     -h|--help) usage; exit 0 ;;
     *) echo "unknown option: $1" >&2; usage >&2; exit 2 ;;
   esac
@@ -99,10 +102,10 @@ done
 for n in $hosts_list; do [[ "$n" =~ ^[0-9]+$ && $n -ge 2 ]] || { echo "bad host count $n" >&2; exit 2; }; done
 [[ "$slow_factor" =~ ^[1-9][0-9]*$ ]] || { echo "bad --slow-factor $slow_factor" >&2; exit 2; }
 [[ "$repeats" =~ ^[1-9][0-9]*$ ]] || { echo "bad --repeats $repeats" >&2; exit 2; }
-[[ $(id -u) -eq 0 ]] || die "needs root (podnet lab creates network namespaces)"
+[[ -n $table_from || $(id -u) -eq 0 ]] || die "needs root (podnet lab creates network namespaces)"
 
-podnet_arg=$(find_podnet "$root" "$podnet_arg") || exit 1
-check_coll_anchors "$use_mpi" "$use_gloo" || exit 1
+[[ -n $table_from ]] || podnet_arg=$(find_podnet "$root" "$podnet_arg") || exit 1
+[[ -n $table_from ]] || check_coll_anchors "$use_mpi" "$use_gloo" || exit 1
 
 # ---- temporary directory, labs, background jobs, cleanup ---------------------------------
 work=$(mktemp -d "${TMPDIR:-/tmp}/compare_lab.XXXXXX")
@@ -120,12 +123,34 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-podnet=$(copy_podnet "$podnet_arg" "$work") || exit 1
-export PODNET_BIN="$podnet"  # for bench/lab_rsh.sh
-build_coll_anchors "$work" "$use_mpi" "$use_gloo" || exit 1
+if [[ -z $table_from ]]; then
+  podnet=$(copy_podnet "$podnet_arg" "$work") || exit 1
+  export PODNET_BIN="$podnet"  # for bench/lab_rsh.sh
+  build_coll_anchors "$work" "$use_mpi" "$use_gloo" || exit 1
+fi
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 raw="$work/raw.jsonl"   # {"tool", "hosts", "coll", "algo", "bytes", "time_us"} per measurement
 : >"$raw"
+if [[ -n $table_from ]]; then
+  # Re-render the report of an earlier run (its --json file): nothing is run, no lab made.
+  [[ -r $table_from ]] || die "--table-from: cannot read $table_from"
+  read -r rate_bps largest slow_host slow_factor outlier < <(python3 - "$table_from" "$raw" "$work" <<'PY'
+import json, sys
+doc = json.load(open(sys.argv[1]))
+with open(sys.argv[2], "w") as out:
+    for d in doc["raw"]:
+        out.write(json.dumps(d) + "\n")
+largest = max([d["hosts"] for d in doc["raw"]] or [0])
+pairs = doc.get("pairs")
+if pairs:
+    json.dump(pairs, open(f"{sys.argv[3]}/pairs.{largest}.json", "w"))
+print(int(doc["rate_bps"]), largest, doc.get("slow_host") or f"h{largest // 2}", doc.get("slow_factor", 4),
+      1 if pairs else 0)
+PY
+) || die "cannot read measurements from $table_from"
+  [[ -n $rate_bps ]] || die "cannot read measurements from $table_from"
+  echo "# compare_lab: table from $table_from; nothing run"
+fi
 
 small_max=$((256 * 1024)); big_min=$((1024 * 1024))
 ranges=()
@@ -201,6 +226,7 @@ for l in open(sys.argv[1]):
   rm -rf "$store"
 }
 
+if [[ -z $table_from ]]; then
 largest=0
 for n in $hosts_list; do [[ $n -gt $largest ]] && largest=$n; done
 [[ -n "$slow_host" ]] || slow_host="h$((largest / 2))"
@@ -252,6 +278,7 @@ for n in $hosts_list; do
   "$podnet" lab down --name "$lab" >/dev/null || die "podnet lab down failed"
 done
 echo "# load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
+fi
 
 python3 - "$raw" "$json_out" "$rate_bps" "$work" "$slow_host" "$slow_factor" "$largest" "$outlier" <<'PY'
 import glob, json, os, sys
@@ -359,6 +386,7 @@ if outlier and os.path.exists(f"{work}/pairs.{largest}.json"):
     print(f"# outliers: {got} (expected exactly [{want[0]}] = {slow_host}): {'PASS' if got == want else 'FAIL'}")
 if json_out:
     with open(json_out, "w") as fh:
-        json.dump({"benchmark": "compare_lab", "rate_bps": rate_bps, "raw": raw, "rows": rows, "table": lines,
+        json.dump({"benchmark": "compare_lab", "rate_bps": rate_bps, "slow_host": slow_host,
+                   "slow_factor": slow_factor, "raw": raw, "rows": rows, "table": lines,
                    "pass": npass, "fail": nfail, "pairs": pairs}, fh, indent=1)
 PY

@@ -1,7 +1,8 @@
-// bench/compare_coll.sh's verdicts, from measurements given to it (--table-from): every
-// anchor is set against podnet in the form the anchor has (in place against Gloo's allreduce
-// and every broadcast, out of place otherwise), a row's ratio is the lowest over its anchors,
-// and the targets follow the transport. Nothing is run: no Open MPI or Gloo needed.
+// bench/compare_coll.sh's and bench/compare_lab.sh's verdicts, from measurements given to
+// them (--table-from): every anchor is set against podnet in the form the anchor has (in place
+// against Gloo's allreduce and every broadcast, out of place otherwise), a row's ratio is the
+// lowest over its anchors, and the targets follow the transport (coll) or the link (lab).
+// Nothing is run: no Open MPI, Gloo, lab or root needed.
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -17,7 +18,7 @@ using nlohmann::json;
 
 namespace {
 
-std::string script() { return env_or("PODNET_SOURCE_DIR", ".") + "/bench/compare_coll.sh"; }
+std::string script(const char* name = "compare_coll.sh") { return env_or("PODNET_SOURCE_DIR", ".") + "/bench/" + name; }
 
 json podnet(int ranks, const char* coll, uint64_t bytes, double oop_us, double ip_us) {
   return {{"tool", "podnet"}, {"ranks", ranks},    {"coll", coll},       {"algo", "ring"},
@@ -58,8 +59,8 @@ struct Table {
   json doc;
 };
 
-// Runs the script on `input` (written to a file) with --json; `extra` are more arguments.
-Table table_of(const std::string& input, const std::vector<std::string>& extra = {}) {
+// Runs the script on `input` (written to a file) with --json.
+Table table_of(const std::string& input, const char* name = "compare_coll.sh") {
   char dir[] = "/tmp/compare_tables_test.XXXXXX";
   Table t;
   if (mkdtemp(dir) == nullptr) {
@@ -68,9 +69,7 @@ Table table_of(const std::string& input, const std::vector<std::string>& extra =
   }
   const std::string in = std::string(dir) + "/in.json", out = std::string(dir) + "/out.json";
   std::ofstream(in) << input;
-  std::vector<std::string> args{script(), "--table-from", in, "--json", out};
-  args.insert(args.end(), extra.begin(), extra.end());
-  t.o = run_program("bash", args, {}, {}, 60);
+  t.o = run_program("bash", {script(name), "--table-from", in, "--json", out}, {}, {}, 60);
   std::ifstream f(out);
   if (f) t.doc = json::parse(f, nullptr, false);
   std::system(("rm -rf " + std::string(dir)).c_str());
@@ -81,6 +80,25 @@ const json* row(const json& doc, const char* coll, uint64_t bytes) {
   for (const auto& r : doc["rows"])
     if (r["coll"] == coll && r["bytes"] == bytes) return &r;
   return nullptr;
+}
+
+// A lab measurement: the time per call that gives busbw `frac` of a 1 Gbit/s link on 4 hosts.
+double lab_us(const char* coll, uint64_t bytes, double frac) {
+  const double factor = std::string(coll) == "allreduce" ? 2.0 * 3 / 4 : 3.0 / 4;
+  return static_cast<double>(bytes) * factor * 8 / (frac * 1e9) * 1e6;
+}
+json lab_podnet(const char* coll, uint64_t bytes, double oop, double ip) {
+  return {{"tool", "podnet"},
+          {"hosts", 4},
+          {"coll", coll},
+          {"algo", "ring"},
+          {"bytes", bytes},
+          {"time_us", lab_us(coll, bytes, oop)},
+          {"time_ip_us", lab_us(coll, bytes, ip)}};
+}
+json lab_anchor(const char* tool, const char* algo, const char* coll, uint64_t bytes, double frac) {
+  return {{"tool", tool}, {"hosts", 4},     {"coll", coll},
+          {"algo", algo}, {"bytes", bytes}, {"time_us", lab_us(coll, bytes, frac)}};
 }
 
 std::string raw_lines(const json& m) {
@@ -142,10 +160,68 @@ TEST(CompareColl, TheTransportOfTheRunDecidesTheTargets) {
   EXPECT_TRUE((*ar)["podnet_over_mpi_8B"].is_null());
 }
 
-TEST(CompareColl, AMissingFileIsNamed) {
-  Outcome o = run_program("bash", {script(), "--table-from", "/nonexistent/raw.json"}, {}, {}, 60);
-  EXPECT_EQ(o.exit_code, 1) << describe(o);
-  EXPECT_NE(o.err.find("/nonexistent/raw.json"), std::string::npos) << describe(o);
+TEST(CompareLab, GlooAllreduceAgainstPodnetInPlaceOpenMpiOutOfPlace) {
+  const uint64_t MiB = 1 << 20;
+  json raw = json::array({
+      // 16 MiB: podnet 0.95 of the link out of place, 0.85 in place; Gloo's ring 0.90 (in
+      // place only) -> 0.85 / 0.90 = 0.944, a FAIL that out of place (1.056) would hide.
+      lab_podnet("allreduce", 16 * MiB, 0.95, 0.85),
+      lab_anchor("gloo", "allreduce_ring_chunked", "allreduce", 16 * MiB, 0.90),
+      lab_anchor("gloo", "allreduce_halving_doubling", "allreduce", 16 * MiB, 0.80),
+      lab_anchor("mpi", "", "allreduce", 16 * MiB, 0.50),
+      // 1 MiB: Open MPI 0.82 against podnet out of place 0.80 -> 0.976 (in place, 0.90, must
+      // not count for Open MPI).
+      lab_podnet("allreduce", MiB, 0.80, 0.90),
+      lab_anchor("gloo", "allreduce_ring_chunked", "allreduce", MiB, 0.85),
+      lab_anchor("mpi", "", "allreduce", MiB, 0.82),
+      // 4 MiB: in place 0.95 against Gloo 0.90, out of place 0.70 against Open MPI 0.60: 1.056.
+      lab_podnet("allreduce", 4 * MiB, 0.70, 0.95),
+      lab_anchor("gloo", "allreduce_ring_chunked", "allreduce", 4 * MiB, 0.90),
+      lab_anchor("mpi", "", "allreduce", 4 * MiB, 0.60),
+      // allgather has no target; Gloo's exists out of place: 0.9 / 0.8.
+      lab_podnet("allgather", 16 * MiB, 0.90, 0.50),
+      lab_anchor("gloo", "allgather", "allgather", 16 * MiB, 0.80),
+  });
+  json doc = {{"benchmark", "compare_lab"}, {"rate_bps", 1000000000}, {"raw", raw}};
+  Table t = table_of(doc.dump(), "compare_lab.sh");
+  ASSERT_EQ(t.o.exit_code, 0) << describe(t.o);
+  ASSERT_TRUE(t.doc.is_object()) << describe(t.o);
+
+  const json* big = row(t.doc, "allreduce", 16 * MiB);
+  ASSERT_NE(big, nullptr);
+  EXPECT_NEAR((*big)["ratio"].get<double>(), 0.85 / 0.90, 1e-6);
+  EXPECT_EQ((*big)["best_anchor"], "gloo_ring_chunked");
+  EXPECT_NEAR((*big)["ratios"]["mpi"].get<double>(), 0.95 / 0.50, 1e-6);
+  EXPECT_NEAR((*big)["podnet_link_frac"].get<double>(), 0.95, 1e-6);
+  EXPECT_FALSE((*big)["pass"].get<bool>());
+
+  const json* one = row(t.doc, "allreduce", MiB);
+  ASSERT_NE(one, nullptr);
+  EXPECT_NEAR((*one)["ratio"].get<double>(), 0.80 / 0.82, 1e-6);
+  EXPECT_EQ((*one)["best_anchor"], "mpi");
+  EXPECT_FALSE((*one)["pass"].get<bool>());
+
+  const json* four = row(t.doc, "allreduce", 4 * MiB);
+  ASSERT_NE(four, nullptr);
+  EXPECT_NEAR((*four)["ratio"].get<double>(), 0.95 / 0.90, 1e-6);
+  EXPECT_TRUE((*four)["pass"].get<bool>());
+
+  const json* ag = row(t.doc, "allgather", 16 * MiB);
+  ASSERT_NE(ag, nullptr);
+  EXPECT_NEAR((*ag)["ratio"].get<double>(), 0.90 / 0.80, 1e-6);
+  EXPECT_TRUE((*ag)["pass"].is_null());  // reported without a target
+
+  EXPECT_EQ(t.doc["pass"], 1);
+  EXPECT_EQ(t.doc["fail"], 2);
+  EXPECT_NE(t.o.out.find("# allreduce targets: 1 PASS, 2 FAIL"), std::string::npos) << t.o.out;
+}
+
+TEST(CompareTables, AMissingFileIsNamed) {
+  for (const char* name : {"compare_coll.sh", "compare_lab.sh"}) {
+    Outcome o = run_program("bash", {script(name), "--table-from", "/nonexistent/raw.json"}, {}, {}, 60);
+    EXPECT_EQ(o.exit_code, 1) << name << ": " << describe(o);
+    EXPECT_NE(o.err.find("/nonexistent/raw.json"), std::string::npos) << name << ": " << describe(o);
+  }
 }
 
 }  // namespace
