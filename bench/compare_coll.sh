@@ -110,8 +110,10 @@ case "$transport" in
   *) echo "bad --transport $transport (tcp or shm)" >&2; exit 2 ;;
 esac
 
-[[ -n $table_from ]] || podnet_arg=$(find_podnet "$root" "$podnet_arg") || exit 1
-[[ -n $table_from ]] || check_coll_anchors "$use_mpi" "$use_gloo" || exit 1
+if [[ -z $table_from ]]; then
+  podnet_arg=$(find_podnet "$root" "$podnet_arg") || exit 1
+  check_coll_anchors "$use_mpi" "$use_gloo" || exit 1
+fi
 
 # ---- temporary directory, background ranks, cleanup ------------------------------------
 work=$(mktemp -d "${TMPDIR:-/tmp}/compare_coll.XXXXXX")
@@ -127,8 +129,10 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-[[ -n $table_from ]] || podnet=$(copy_podnet "$podnet_arg" "$work") || exit 1
-[[ -n $table_from ]] || build_coll_anchors "$work" "$use_mpi" "$use_gloo" || exit 1
+if [[ -z $table_from ]]; then
+  podnet=$(copy_podnet "$podnet_arg" "$work") || exit 1
+  build_coll_anchors "$work" "$use_mpi" "$use_gloo" || exit 1
+fi
 podnet_alloc=()
 ((alloc)) && podnet_alloc=(--alloc)
 
@@ -247,7 +251,7 @@ for l in open(sys.argv[1]):
   rm -rf "$store"
 }
 
-if [[ -z $table_from ]]; then
+if [[ -z $table_from ]]; then  # the runs (up to the load average at the end); --table-from skips them
 echo "# compare_coll: $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg);" \
   "$("$podnet" --version 2>/dev/null | head -1 || echo 'podnet ?');" \
   "$( ((use_mpi)) && mpirun --version 2>/dev/null | head -1 || echo 'no Open MPI')" \
@@ -342,7 +346,10 @@ for k in keys:
     p_ip = v.get("_podnet_ip")
     def podnet_for(name):
         return p_ip if in_place_only(name, k[1]) and p_ip else p
-    ratios = {n: x / podnet_for(n) for n, x in anchors.items() if podnet_for(n)}
+    ratios = {}
+    for n, x in anchors.items():
+        pv = podnet_for(n)
+        if pv: ratios[n] = x / pv
     best_name = min(ratios, key=ratios.get) if ratios else None
     best = anchors[best_name] if best_name else None
     ratio = ratios[best_name] if best_name else None

@@ -104,8 +104,10 @@ for n in $hosts_list; do [[ "$n" =~ ^[0-9]+$ && $n -ge 2 ]] || { echo "bad host 
 [[ "$repeats" =~ ^[1-9][0-9]*$ ]] || { echo "bad --repeats $repeats" >&2; exit 2; }
 [[ -n $table_from || $(id -u) -eq 0 ]] || die "needs root (podnet lab creates network namespaces)"
 
-[[ -n $table_from ]] || podnet_arg=$(find_podnet "$root" "$podnet_arg") || exit 1
-[[ -n $table_from ]] || check_coll_anchors "$use_mpi" "$use_gloo" || exit 1
+if [[ -z $table_from ]]; then
+  podnet_arg=$(find_podnet "$root" "$podnet_arg") || exit 1
+  check_coll_anchors "$use_mpi" "$use_gloo" || exit 1
+fi
 
 # ---- temporary directory, labs, background jobs, cleanup ---------------------------------
 work=$(mktemp -d "${TMPDIR:-/tmp}/compare_lab.XXXXXX")
@@ -226,7 +228,7 @@ for l in open(sys.argv[1]):
   rm -rf "$store"
 }
 
-if [[ -z $table_from ]]; then
+if [[ -z $table_from ]]; then  # the labs and runs (up to the load average at the end); --table-from skips them
 largest=0
 for n in $hosts_list; do [[ $n -gt $largest ]] && largest=$n; done
 [[ -n "$slow_host" ]] || slow_host="h$((largest / 2))"
@@ -314,11 +316,14 @@ def median(xs):  # of the repeats (--repeats); the upper middle of an even count
     return xs[len(xs) // 2]
 for v in t.values():
     for name in [n for n in v if not n.startswith("_")]: v[name] = median(v[name])
-# Like for like: Gloo's allreduce exists only in place, so it is compared with podnet's
-# in-place busbw; every other anchor with podnet's out-of-place one.
+# Like for like (the rule of compare_coll.sh): an anchor that has only an in-place form (Gloo's
+# allreduce; Gloo's and MPI's broadcast, not run here) is compared with podnet's in-place busbw,
+# every other one with podnet's out-of-place busbw.
+def in_place_only(anchor, coll):
+    return coll == "broadcast" or (coll == "allreduce" and anchor.startswith("gloo"))
 def podnet_for(v, anchor, coll):
     ip = v.get("podnet_ip")
-    return ip if coll == "allreduce" and anchor.startswith("gloo") and ip is not None else v.get("podnet")
+    return ip if in_place_only(anchor, coll) and ip is not None else v.get("podnet")
 order = {"allreduce": 0, "allgather": 1, "reduce_scatter": 2, "alltoall": 3}
 keys.sort(key=lambda k: (k[0], order.get(k[1], 9), k[2]))
 def hsize(b):
@@ -339,7 +344,10 @@ for k in keys:
     short = lambda n: n.replace("gloo_halving_doubling", "gloo_hd").replace("gloo_ring_chunked", "gloo_rc")
     gs = "/".join(f"{x:.3f}" for n, x in sorted(gl.items())) if gl else "-"
     if len(gl) > 1: gs += " (" + "/".join(short(n)[5:] for n in sorted(gl)) + ")"
-    ratios = {n: podnet_for(v, n, k[1]) / x for n, x in anchors.items() if x and podnet_for(v, n, k[1]) is not None}
+    ratios = {}
+    for n, x in anchors.items():
+        pv = podnet_for(v, n, k[1])
+        if x and pv is not None: ratios[n] = pv / x
     best_name = min(ratios, key=ratios.get) if ratios else None
     best = anchors[best_name] if best_name else None
     ratio = ratios[best_name] if best_name else None

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -72,7 +73,7 @@ Table table_of(const std::string& input, const char* name = "compare_coll.sh") {
   t.o = run_program("bash", {script(name), "--table-from", in, "--json", out}, {}, {}, 60);
   std::ifstream f(out);
   if (f) t.doc = json::parse(f, nullptr, false);
-  std::system(("rm -rf " + std::string(dir)).c_str());
+  std::filesystem::remove_all(dir);
   return t;
 }
 
