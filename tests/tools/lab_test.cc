@@ -7,6 +7,7 @@
 // name of its own ("gt<pid>-<n>") and removes it in TearDown, pass or fail. All traffic goes
 // to addresses inside the test's own namespaces.
 #include <gtest/gtest.h>
+#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -285,6 +286,62 @@ TEST_F(LabTest, WritePingPongOnASlowStripedLinkChecksWholePayloads) {
   ASSERT_EQ(j["results"].size(), 1u);
   EXPECT_EQ(j["results"][0].value("wrong", 1), 0) << o.out;
   EXPECT_GT(j["results"][0].value("t_min_us", 0.0), 100000.0) << "4 MiB at 100 Mbit/s takes ~0.34 s each way";
+}
+
+// A CPU mask as the kernel prints it ("3", "00000000,0000000f"), without commas and leading
+// zeros, so that masks of different widths compare.
+std::string bare_mask(std::string m) {
+  std::erase_if(m, [](char c) { return c == ',' || c == '\n' || c == ' '; });
+  m.erase(0, std::min(m.find_first_not_of('0'), m.size() - 1));
+  return m;
+}
+
+// The CPUs this process may use, as bare_mask() gives them.
+std::string own_cpu_mask() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  sched_getaffinity(0, sizeof set, &set);
+  std::string hex;
+  for (int nibble = CPU_SETSIZE / 4 - 1; nibble >= 0; --nibble) {
+    int v = 0;
+    for (int b = 0; b < 4; ++b) v |= CPU_ISSET(nibble * 4 + b, &set) ? 1 << b : 0;
+    if (v != 0 || !hex.empty()) hex += "0123456789abcdef"[v];
+  }
+  return hex.empty() ? "0" : hex;
+}
+
+// Every lab interface, at both ends of every link, steers received packets by flow to the CPUs
+// `lab up` may use (docs/lab.md: without it a loaded lab delivered flows out of order); the
+// switch's bridges and the hosts' lo are left as the kernel made them.
+TEST_F(LabTest, EveryLinkSteersEachFlowToOneBacklog) {
+  up(2, 2);
+  if (IsSkipped()) return;
+  auto rps = [](const std::string& ns, const std::string& dev) {
+    Outcome o = run_program("ip", {"netns", "exec", ns, "cat", "/sys/class/net/" + dev + "/queues/rx-0/rps_cpus"});
+    EXPECT_EQ(o.exit_code, 0) << describe(o);
+    return bare_mask(o.out);
+  };
+  const std::string mine = own_cpu_mask(), sw = "podnet-" + name_ + "-sw";
+  for (int h = 0; h < 2; ++h)
+    for (int r = 0; r < 2; ++r) {
+      const std::string port = "h" + std::to_string(h) + "r" + std::to_string(r);
+      EXPECT_EQ(rps(ns(h), "eth" + std::to_string(r)), mine) << ns(h) << " eth" << r;
+      EXPECT_EQ(rps(sw, port), mine) << sw << " " << port;
+    }
+  EXPECT_EQ(rps(sw, "br0"), "0");
+  EXPECT_EQ(rps(ns(0), "lo"), "0");
+
+  // A lab made by a process confined to CPU 0 steers to CPU 0 alone.
+  if (run_program("taskset", {"-V"}).exit_code != 0) GTEST_SKIP() << "taskset not found (Debian package util-linux)";
+  const std::string second = name_ + "c";
+  struct Down {
+    std::string name;
+    ~Down() { EXPECT_EQ(podnet({"lab", "down", "--name", name}).exit_code, 0) << name; }
+  } down{second};
+  Outcome o = run_program("taskset", {"-c", "0", podnet_bin(), "lab", "up", "--name", second, "--hosts", "1"});
+  ASSERT_EQ(o.exit_code, 0) << describe(o);
+  EXPECT_EQ(rps("podnet-" + second + "-h0", "eth0"), "1");
+  EXPECT_EQ(rps("podnet-" + second + "-sw", "h0r0"), "1");
 }
 
 TEST_F(LabTest, RunPlacesRanksPerHostAndRefusesWhatDoesNotFit) {
