@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -342,6 +343,41 @@ TEST_F(LabTest, EveryLinkSteersEachFlowToOneBacklog) {
   ASSERT_EQ(o.exit_code, 0) << describe(o);
   EXPECT_EQ(rps("podnet-" + second + "-h0", "eth0"), "1");
   EXPECT_EQ(rps("podnet-" + second + "-sw", "h0r0"), "1");
+}
+
+// PODNET_TCP_CONGESTION=auto on links that leave the host, read back from the kernel
+// (TCP_CONGESTION of the sockets that carried a ping-pong between two lab hosts): the hosts'
+// own default is kept, except BBR, which becomes cubic (this test runs as root, so cubic is
+// allowed); `system` keeps BBR. Each host's default is set inside the lab's namespaces.
+TEST_F(LabTest, AutoCongestionControlKeepsTheHostsChoiceExceptBbr) {
+  up(2, 1);
+  if (IsSkipped()) return;
+  const char* xfer = std::getenv("PODNET_XFER_RANK");
+  ASSERT_NE(xfer, nullptr) << "PODNET_XFER_RANK (the podnet_xfer_rank program) is not set";
+  auto set_default = [&](const std::string& cc) {
+    for (int h = 0; h < 2; ++h) {
+      Outcome o =
+          run_program("ip", {"netns", "exec", ns(h), "sysctl", "-q", "-w", "net.ipv4.tcp_congestion_control=" + cc});
+      if (o.exit_code != 0) return false;
+    }
+    return true;
+  };
+  auto used = [&](const std::string& knob) {
+    Outcome o = podnet({"run", "--lab", name_, "-n", "2", "--timeout", "50", "--env", "PODNET_TCP_CONGESTION=" + knob,
+                        "--", xfer, "ping-pong-sockets", "200"});
+    EXPECT_EQ(o.exit_code, 0) << describe(o);
+    std::vector<std::string> out;
+    for (int r = 0; r < 2; ++r)
+      for (const std::string& l : rank_lines(o.out, r))
+        if (l.starts_with("rank " + std::to_string(r) + " congestion: ")) out.push_back(l.substr(l.find(": ") + 2));
+    EXPECT_EQ(out.size(), 2u) << describe(o);
+    return out;
+  };
+  ASSERT_TRUE(set_default("reno"));
+  EXPECT_EQ(used("auto"), (std::vector<std::string>{"reno", "reno"}));
+  if (!set_default("bbr") || !set_default("bbr")) GTEST_SKIP() << "this kernel has no bbr (tcp_bbr)";
+  EXPECT_EQ(used("auto"), (std::vector<std::string>{"cubic", "cubic"}));
+  EXPECT_EQ(used("system"), (std::vector<std::string>{"bbr", "bbr"}));
 }
 
 TEST_F(LabTest, RunPlacesRanksPerHostAndRefusesWhatDoesNotFit) {
