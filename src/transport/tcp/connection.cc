@@ -1,11 +1,11 @@
 #include "transport/tcp/connection.h"
 
 #include <arpa/inet.h>
-#include <linux/errqueue.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
+#include <linux/errqueue.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -119,9 +119,9 @@ void Connection::choose_congestion() {
   // auto, elsewhere: the system's choice, unless it is BBR: then cubic (or reno where cubic
   // is not allowed). A busy connection whose smallest RTT was not seen again for 10 s makes
   // BBR (v1) drain the flow to 4 segments for 200 ms (ProbeRTT), and a ring collective stalls
-  // behind any one such flow: in an 8-host lab at 1 Gbit/s, 64 MiB allreduce calls 10 and 20 s
-  // into a run took 1106-1148 ms instead of 984 (iperf3's flows lost half a quarter-second
-  // there too); with cubic every call took 982-989 (docs/lab.md).
+  // behind any one such flow: in an 8-host lab at 1 Gbit/s, the 64 MiB allreduce calls about
+  // 10 and 20 s into a run took 1033-1213 ms where the others took 977-1009 (iperf3's flows
+  // lost half a quarter-second there too); with cubic every call took 981-989 (docs/lab.md).
   const auto& o = transport_->options();
   if (o.congestion == "system") return;
   std::vector<std::string> choices;
