@@ -345,21 +345,21 @@ TEST_F(LabTest, EveryLinkSteersEachFlowToOneBacklog) {
   EXPECT_EQ(rps("podnet-" + second + "-sw", "h0r0"), "1");
 }
 
-// PODNET_TCP_CONGESTION=auto on links that leave the host, read back from the kernel
-// (TCP_CONGESTION of the sockets that carried a ping-pong between two lab hosts): the hosts'
-// own default is kept, except BBR, which becomes cubic (this test runs as root, so cubic is
-// allowed); `system` keeps BBR. Each host's default is set inside the lab's namespaces.
-TEST_F(LabTest, AutoCongestionControlKeepsTheHostsChoiceExceptBbr) {
+// PODNET_TCP_CONGESTION on links that leave the host, read back from the kernel
+// (TCP_CONGESTION of the sockets that carried a ping-pong between two lab hosts): auto keeps
+// each host's own default, BBR included (docs/lab.md "Congestion control": BBR stalls long
+// rings, cubic slows bursty all-to-alls); a name is set as given. The hosts' defaults are set
+// inside the lab's namespaces.
+TEST_F(LabTest, AutoCongestionControlKeepsTheHostsChoiceOffTheHost) {
   up(2, 1);
   if (IsSkipped()) return;
   const char* xfer = std::getenv("PODNET_XFER_RANK");
   ASSERT_NE(xfer, nullptr) << "PODNET_XFER_RANK (the podnet_xfer_rank program) is not set";
   auto set_default = [&](const std::string& cc) {
-    for (int h = 0; h < 2; ++h) {
-      Outcome o =
-          run_program("ip", {"netns", "exec", ns(h), "sysctl", "-q", "-w", "net.ipv4.tcp_congestion_control=" + cc});
-      if (o.exit_code != 0) return false;
-    }
+    for (int h = 0; h < 2; ++h)
+      if (run_program("ip", {"netns", "exec", ns(h), "sysctl", "-q", "-w", "net.ipv4.tcp_congestion_control=" + cc})
+              .exit_code != 0)
+        return false;
     return true;
   };
   auto used = [&](const std::string& knob) {
@@ -373,11 +373,12 @@ TEST_F(LabTest, AutoCongestionControlKeepsTheHostsChoiceExceptBbr) {
     EXPECT_EQ(out.size(), 2u) << describe(o);
     return out;
   };
-  ASSERT_TRUE(set_default("reno"));
-  EXPECT_EQ(used("auto"), (std::vector<std::string>{"reno", "reno"}));
-  if (!set_default("bbr") || !set_default("bbr")) GTEST_SKIP() << "this kernel has no bbr (tcp_bbr)";
-  EXPECT_EQ(used("auto"), (std::vector<std::string>{"cubic", "cubic"}));
-  EXPECT_EQ(used("system"), (std::vector<std::string>{"bbr", "bbr"}));
+  ASSERT_TRUE(set_default("cubic") || set_default("reno"));
+  const std::string first = set_default("cubic") ? "cubic" : "reno";
+  EXPECT_EQ(used("auto"), (std::vector<std::string>{first, first})) << "the hosts' default: " << first;
+  if (!set_default("bbr")) GTEST_SKIP() << "this kernel has no bbr (tcp_bbr)";
+  EXPECT_EQ(used("auto"), (std::vector<std::string>{"bbr", "bbr"}));
+  EXPECT_EQ(used("reno"), (std::vector<std::string>{"reno", "reno"}));
 }
 
 TEST_F(LabTest, RunPlacesRanksPerHostAndRefusesWhatDoesNotFit) {

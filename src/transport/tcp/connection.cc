@@ -12,8 +12,6 @@
 
 #include <cerrno>
 #include <cstring>
-#include <string>
-#include <vector>
 
 #include "base/clock.h"
 #include "base/log.h"
@@ -100,49 +98,24 @@ bool through_loopback(int fd) {
   }
   return false;
 }
-
-// The congestion control the kernel gave the socket on `fd` ("" when it cannot tell).
-std::string congestion_of(int fd) {
-  char name[16] = {};  // TCP_CA_NAME_MAX
-  socklen_t len = sizeof name;
-  if (getsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, name, &len) != 0) return {};
-  return std::string(name, strnlen(name, len));
-}
 }  // namespace
 
 void Connection::choose_congestion() {
-  // auto, through the loopback device: reno. BBR, the default on many cloud images (this
-  // VM's too), paces every segment from its estimate of a bottleneck that loopback does not
-  // have: over loopback it moved 20-31 Gb/s at 1 MiB and 32-45 at 16 MiB where reno moved
-  // 47-59 and 56-58, and a 16 MiB 2-rank allreduce took 8.2-8.5 ms against 5.0-5.2
-  // (docs/performance.md).
-  // auto, elsewhere: the system's choice, unless it is BBR: then cubic (or reno where cubic
-  // is not allowed). A busy connection whose smallest RTT was not seen again for 10 s makes
-  // BBR (v1) drain the flow to 4 segments for 200 ms (ProbeRTT), and a ring collective stalls
-  // behind any one such flow: in an 8-host lab at 1 Gbit/s, the 64 MiB allreduce calls about
-  // 10 and 20 s into a run took 1033-1213 ms where the others took 977-1009 (iperf3's flows
-  // lost half a quarter-second there too); with cubic every call took 981-989 (docs/lab.md).
+  // BBR, the default on many cloud images (this VM's too), paces every segment from its
+  // estimate of a bottleneck that loopback does not have: over loopback it moved 20-31 Gb/s
+  // at 1 MiB and 32-45 at 16 MiB where reno moved 47-59 and 56-58, and a 16 MiB 2-rank
+  // allreduce took 8.2-8.5 ms against 5.0-5.2 (docs/performance.md). Connections that
+  // leave the host keep the system's choice.
   const auto& o = transport_->options();
   if (o.congestion == "system") return;
-  std::vector<std::string> choices;
-  if (o.congestion != "auto")
-    choices = {o.congestion};
-  else if (through_loopback(fd_))
-    choices = {"reno"};
-  else if (congestion_of(fd_).starts_with("bbr"))
-    choices = {"cubic", "reno"};
+  const bool auto_cc = o.congestion == "auto";
+  if (auto_cc && !through_loopback(fd_)) return;
+  const std::string cc = auto_cc ? "reno" : o.congestion;
+  if (setsockopt(fd_, IPPROTO_TCP, TCP_CONGESTION, cc.data(), static_cast<socklen_t>(cc.size())) != 0)
+    PODNET_WARN(kNet, "TCP_CONGESTION {} on the connection to {}: {}; it keeps the system's congestion control", cc,
+                remote_, std::strerror(errno));
   else
-    return;
-  std::string errors;
-  for (const std::string& cc : choices) {
-    if (setsockopt(fd_, IPPROTO_TCP, TCP_CONGESTION, cc.data(), static_cast<socklen_t>(cc.size())) == 0) {
-      PODNET_DEBUG(kNet, "connection to {}: congestion control {}{}{}", remote_, cc, errors, errors.empty() ? "" : ")");
-      return;
-    }
-    errors += fmt::format("{}{}: {}", errors.empty() ? " (" : "; ", cc, std::strerror(errno));
-  }
-  PODNET_WARN(kNet, "TCP_CONGESTION on the connection to {}{}); it keeps the system's congestion control ({})", remote_,
-              errors, congestion_of(fd_));
+    PODNET_DEBUG(kNet, "connection to {}: congestion control {}", remote_, cc);
 }
 
 Status Connection::open_socket() {
