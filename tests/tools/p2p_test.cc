@@ -40,15 +40,6 @@ namespace {
 
 using namespace podnet::testing;
 
-std::string xfer_rank_bin() { return env_or("PODNET_XFER_RANK", "podnet_xfer_rank"); }
-
-// The first line of `rank` that starts with `start`, if any.
-std::optional<std::string> rank_line(const std::string& text, int rank, const std::string& start) {
-  for (const std::string& line : rank_lines(text, rank))
-    if (line.rfind(start, 0) == 0) return line;
-  return std::nullopt;
-}
-
 pid_t rank_pid(const std::string& text, int rank) {
   auto line = rank_line(text, rank, "pid ");
   return line ? static_cast<pid_t>(std::stol(line->substr(4))) : 0;

@@ -125,4 +125,14 @@ inline std::vector<std::string> rank_lines(const std::string& text, int rank) {
   return lines;
 }
 
+// The first line of `rank` that starts with `start`, if any.
+inline std::optional<std::string> rank_line(const std::string& text, int rank, const std::string& start) {
+  for (const std::string& line : rank_lines(text, rank))
+    if (line.rfind(start, 0) == 0) return line;
+  return std::nullopt;
+}
+
+// The rank program of the transfer tests (tests/tools/xfer_rank.cc).
+inline std::string xfer_rank_bin() { return env_or("PODNET_XFER_RANK", "podnet_xfer_rank"); }
+
 }  // namespace podnet::testing
