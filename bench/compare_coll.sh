@@ -292,7 +292,7 @@ done
 echo "# load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
 fi
 
-python3 - "$raw" "$json_out" "$max" "$iters" "$big_iters" "$transport" "$small_iters" "$alloc" <<'PY'
+PYTHONPATH="$here" PYTHONDONTWRITEBYTECODE=1 python3 - "$raw" "$json_out" "$max" "$iters" "$big_iters" "$transport" "$small_iters" "$alloc" <<'PY'
 import json, sys
 import statistics
 raw = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
@@ -323,11 +323,9 @@ def hsize(b):
     return f"{b}"
 def f(v):
     return "-" if v is None else f"{v:.1f}"
-# Like for like: an anchor that has only an in-place form is compared with podnet's in-place
-# time (Gloo's allreduce and broadcast; MPI_Bcast, which has no out-of-place form), every
-# other one with podnet's out-of-place time.
-def in_place_only(anchor, coll):
-    return coll == "broadcast" or (coll == "allreduce" and anchor.startswith("gloo"))
+# Like for like (bench/like_for_like.py): Gloo's allreduce and every broadcast against podnet
+# in place, every other anchor against podnet out of place.
+from like_for_like import in_place_only
 hdr = ("ranks", "coll", "size", "podnet_us", "podnet_ip_us", "mpi_us", "gloo_us", "best_anchor", "ratio", "target",
        "result", "podnet_algo")
 lines = ["%-5s %-9s %6s %11s %12s %11s %-27s %-14s %7s %-16s %-6s %s" % hdr]

@@ -282,7 +282,7 @@ done
 echo "# load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
 fi
 
-python3 - "$raw" "$json_out" "$rate_bps" "$work" "$slow_host" "$slow_factor" "$largest" "$outlier" <<'PY'
+PYTHONPATH="$here" PYTHONDONTWRITEBYTECODE=1 python3 - "$raw" "$json_out" "$rate_bps" "$work" "$slow_host" "$slow_factor" "$largest" "$outlier" <<'PY'
 import glob, json, os, sys
 raw = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 json_out, rate_bps, work = sys.argv[2], float(sys.argv[3]), sys.argv[4]
@@ -316,11 +316,9 @@ def median(xs):  # of the repeats (--repeats); the upper middle of an even count
     return xs[len(xs) // 2]
 for v in t.values():
     for name in [n for n in v if not n.startswith("_")]: v[name] = median(v[name])
-# Like for like (the rule of compare_coll.sh): an anchor that has only an in-place form (Gloo's
-# allreduce; Gloo's and MPI's broadcast, not run here) is compared with podnet's in-place busbw,
-# every other one with podnet's out-of-place busbw.
-def in_place_only(anchor, coll):
-    return coll == "broadcast" or (coll == "allreduce" and anchor.startswith("gloo"))
+# Like for like (bench/like_for_like.py, as compare_coll.sh): Gloo's allreduce against podnet's
+# in-place busbw, every other anchor against podnet's out-of-place busbw.
+from like_for_like import in_place_only
 def podnet_for(v, anchor, coll):
     ip = v.get("podnet_ip")
     return ip if in_place_only(anchor, coll) and ip is not None else v.get("podnet")
