@@ -3,10 +3,13 @@
 // the server echoes them. Each side either spins on a non-blocking recv() (--spin, what
 // podnet's and Open MPI's waits do first) or blocks in recv() (--block, what sockperf's
 // ping-pong does). With --exchange both sides send at once and then receive (the pattern of
-// a 2-rank allreduce), and the time per exchange is reported instead of RTT/2.
+// a 2-rank allreduce), and the time per exchange is reported instead of RTT/2. --poll (with
+// --spin) spins on a zero-timeout poll() until the socket is readable and only then calls
+// recv(): poll() does not take the socket lock that an empty recv() takes (an experiment,
+// docs/performance.md: it measured slower here).
 //
 //   cc -O2 -o tcp_pingpong tcp_pingpong.c
-//   tcp_pingpong [--spin|--block] [--exchange] [-s SIZE] [-n ITERS] [-w WARMUP]
+//   tcp_pingpong [--spin|--block] [--poll] [--exchange] [-s SIZE] [-n ITERS] [-w WARMUP]
 //
 // Prints one line: "median_us avg_us" (RTT/2 for the ping-pong, per exchange with
 // --exchange), over ITERS timed iterations after WARMUP untimed ones.
@@ -15,6 +18,7 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,8 +46,15 @@ static void send_all(int fd, const char* b, size_t n) {
   }
 }
 
+static int poll_first = 0;  // --poll
+
 static void recv_all(int fd, char* b, size_t n, int spin) {
   while (n > 0) {
+    if (spin && poll_first) {
+      struct pollfd p = {.fd = fd, .events = POLLIN};
+      while (poll(&p, 1, 0) == 0) {
+      }
+    }
     ssize_t r = recv(fd, b, n, spin ? MSG_DONTWAIT : 0);
     if (r == 0) {
       fprintf(stderr, "tcp_pingpong: peer closed\n");
@@ -66,11 +77,12 @@ int main(int argc, char** argv) {
     if (!strcmp(argv[i], "--spin")) spin = 1;
     else if (!strcmp(argv[i], "--block")) spin = 0;
     else if (!strcmp(argv[i], "--exchange")) exchange = 1;
+    else if (!strcmp(argv[i], "--poll")) poll_first = 1;
     else if (!strcmp(argv[i], "-s") && i + 1 < argc) size = (size_t)atol(argv[++i]);
     else if (!strcmp(argv[i], "-n") && i + 1 < argc) iters = atoi(argv[++i]);
     else if (!strcmp(argv[i], "-w") && i + 1 < argc) warm = atoi(argv[++i]);
     else {
-      fprintf(stderr, "usage: %s [--spin|--block] [--exchange] [-s SIZE] [-n ITERS] [-w WARMUP]\n", argv[0]);
+      fprintf(stderr, "usage: %s [--spin|--block] [--poll] [--exchange] [-s SIZE] [-n ITERS] [-w WARMUP]\n", argv[0]);
       return 2;
     }
   }
