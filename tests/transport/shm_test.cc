@@ -9,8 +9,11 @@
 #include <podnet/podnet.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <set>
 #include <string>
 #include <thread>
@@ -230,6 +233,72 @@ TEST(ShmTransport, NothingIsNamedInDevShm) {
     EXPECT_EQ(dev_shm(), before) << "the segments must be memfds, never files in /dev/shm";
   }
   EXPECT_EQ(dev_shm(), before);
+}
+
+// Size and Rss (kB) of each of this process's mappings of a channel segment.
+std::vector<std::pair<long, long>> segment_mappings() {
+  std::ifstream smaps("/proc/self/smaps");
+  std::vector<std::pair<long, long>> out;
+  bool in_segment = false;
+  for (std::string line; std::getline(smaps, line);) {
+    unsigned long lo = 0, hi = 0;
+    long kb = 0;
+    if (std::sscanf(line.c_str(), "%lx-%lx ", &lo, &hi) == 2) {  // a mapping's first line
+      in_segment = line.find("/memfd:podnet-shm") != std::string::npos;
+      if (in_segment) out.emplace_back(0, 0);
+    } else if (in_segment && std::sscanf(line.c_str(), "Size: %ld kB", &kb) == 1) {
+      out.back().first = kb;
+    } else if (in_segment && std::sscanf(line.c_str(), "Rss: %ld kB", &kb) == 1) {
+      out.back().second = kb;
+    }
+  }
+  return out;
+}
+
+// A channel's segment is committed and mapped when the channel opens (PODNET_SHM_COMMIT):
+// no page of it is first touched on the data path.
+TEST(ShmTransport, ChannelSegmentsAreResidentOnceOpen) {
+  Pair p = Pair::make();
+  if (p.ab->transport() != "shm") GTEST_SKIP() << "this run is not over shm (PODNET_TRANSPORT)";
+  // The accepting side maps (and commits) in its own thread, perhaps still now.
+  auto resident = [](const std::vector<std::pair<long, long>>& maps) {
+    return std::all_of(maps.begin(), maps.end(), [](const auto& m) { return m.second == m.first; });
+  };
+  auto maps = segment_mappings();
+  for (auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+       !(maps.size() >= 4 && resident(maps)) && std::chrono::steady_clock::now() < until;) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    maps = segment_mappings();
+  }
+  ASSERT_GE(maps.size(), 4u) << "each context maps the segment it made and its peer's";
+  for (auto [size, rss] : maps) EXPECT_EQ(rss, size) << "kB resident of a " << size << " kB segment mapping";
+  EXPECT_GE(shm::Channel::committed_bytes(), 2 * size_t(maps.front().first) * 1024);
+}
+
+// The child of SegmentsPastTheCommitBudgetFaultIn: 0 when the segments stayed mostly
+// unresident until used and a 1 MiB write arrived intact.
+int fault_in_child() {
+  Pair p = Pair::make();
+  auto maps = segment_mappings();
+  bool lazy = !maps.empty();
+  for (const auto& m : maps) lazy = lazy && m.second < m.first / 4;  // Rss, Size
+  std::vector<std::byte> a = pattern(1 << 20, 5), b(1 << 20);
+  auto ma = p.a->register_memory(a.data(), a.size(), Access::kNone).value();
+  auto mb = p.b->register_memory(b.data(), b.size(), Access::kRemoteWrite).value();
+  bool same = p.ab->write(ma, 0, mb.remote_key(), 0, a.size()).wait(kWait).ok() && a == b;
+  std::fprintf(stderr, "lazy %d same %d committed %zu\n", lazy, same, shm::Channel::committed_bytes());
+  return lazy && same && shm::Channel::committed_bytes() == 0 ? 0 : 3;
+}
+
+// Past the budget (here 0) pages come in as traffic reaches them; the data is the same. The
+// knob is read once per process: a fresh child.
+TEST(ShmTransportDeathTest, SegmentsPastTheCommitBudgetFaultIn) {
+  const char* t = std::getenv("PODNET_TRANSPORT");
+  if (t != nullptr && std::string(t) != "auto" && std::string(t) != "shm") GTEST_SKIP() << "this run is not over shm";
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  ::setenv("PODNET_SHM_COMMIT", "0", 1);
+  EXPECT_EXIT(std::exit(fault_in_child()), ::testing::ExitedWithCode(0), "lazy 1 same 1 committed 0");
+  ::unsetenv("PODNET_SHM_COMMIT");
 }
 
 // Peers in this same process (here two contexts; in a job, each rank's endpoint to itself)

@@ -106,12 +106,17 @@ class Channel {
 
   // Connector: makes the segment, connects to the peer's socket and sends the hello.
   // Rings of `ring_bytes` and bulk areas of `bulk_bytes` (0: none; else at least kMinBulk).
+  // Either side commits and maps the whole segment at once while this process's committed
+  // segments stay within `commit_max` bytes (PODNET_SHM_COMMIT); beyond, pages fault in.
   static Result<std::shared_ptr<Channel>> connect(const std::string& socket_name, size_t ring_bytes, size_t bulk_bytes,
-                                                  uint64_t my_id, int my_rank, int my_doorbell);
+                                                  uint64_t my_id, int my_rank, int my_doorbell, size_t commit_max);
   static bool valid_sizes(size_t ring, size_t bulk);
   static constexpr size_t kMinRing = 64 << 10, kMaxRing = size_t{1} << 30, kMinBulk = 256 << 10;
   // Acceptor: maps the segment from a received hello (fds are owned by the channel).
-  static Result<std::shared_ptr<Channel>> accept(int sock, int memfd, int peer_doorbell, pid_t peer_pid);
+  static Result<std::shared_ptr<Channel>> accept(int sock, int memfd, int peer_doorbell, pid_t peer_pid,
+                                                 size_t commit_max);
+  // Segment bytes this process committed at channel opening and still maps (tests).
+  static size_t committed_bytes() noexcept;
 
   Role role() const noexcept { return role_; }
   int sock() const noexcept { return sock_; }
@@ -197,7 +202,7 @@ class Channel {
   Channel() = default;
   // init: the connector's new segment of rings `ring` and bulk areas `bulk`; else the sizes
   // are read from the segment and checked.
-  Status map(int memfd, size_t bytes, bool init, size_t ring, size_t bulk);
+  Status map(int memfd, size_t bytes, bool init, size_t ring, size_t bulk, size_t commit_max);
   bool emit(OutOp& op);  // true when fully emitted
   void ring_peer();
   void publish_tx();  // tx_.publish(), the peer's doorbell if asked, the local count
@@ -213,6 +218,7 @@ class Channel {
   std::atomic<bool> cma_push_{false};
   void* base_ = nullptr;
   size_t bytes_ = 0;
+  bool committed_ = false;  // counted in committed_bytes()
   SegmentHeader* seg_ = nullptr;
 
   SpinLock tx_mu_;  // the producer side: a record or a queue operation at a time

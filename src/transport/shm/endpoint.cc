@@ -43,7 +43,7 @@ Result<std::shared_ptr<Channel>> ShmEndpoint::start_outgoing() {
   if (out_) return std::shared_ptr<Channel>();
   const auto& o = transport_->options();
   auto ch = Channel::connect(peer_socket_, o.ring_bytes, o.bulk_bytes, transport_->ctx_id(), transport_->rank(),
-                             transport_->doorbell());
+                             transport_->doorbell(), o.commit_max);
   if (!ch.ok()) return ch.status().with_context("connect to {}", peer_name());
   out_ = *ch;
   out_raw_.store(out_.get(), std::memory_order_release);

@@ -259,7 +259,7 @@ void ShmTransport::on_hello(PendingAccept* p) {
   };
   if (!h.ok()) return drop(h.status());
   if (h->kind != Hello::kHello || fds[0] < 0 || fds[1] < 0) return drop(Status::Protocol("hello without descriptors"));
-  auto ch = Channel::accept(p->fd, fds[0], fds[1], h->pid);
+  auto ch = Channel::accept(p->fd, fds[0], fds[1], h->pid, options_.commit_max);
   if (!ch.ok()) return drop(ch.status());  // the channel closed what it owned
   auto ep = endpoint_for(h->ctx_id, h->rank, fmt::format("podnet-shm-{:016x}", h->ctx_id), h->pid);
   bool cma = options_.cma && probe_cma(h->pid, h->probe_addr, SegmentHeader::kMagic, ep->peer_name());

@@ -32,6 +32,7 @@ struct ShmOptions {
   bool map = true;               // map peers' allocated regions (needs cma's permission)
   std::string ptracer = "parent";  // what to declare under Yama ptrace_scope 1 (ptracer.h)
   size_t split_min = 1 << 20;    // rendezvous sends this large are copied by both sides
+  size_t commit_max = 256 << 20;  // segment bytes a process commits when channels open
   int heartbeat_ms = 1000;
   int peer_timeout_ms = 15000;
   int connect_timeout_ms = 30000;
