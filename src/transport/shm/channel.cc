@@ -130,20 +130,6 @@ Status Channel::map(int memfd, size_t bytes, bool init, size_t ring, size_t bulk
   if (p == MAP_FAILED) return Status::Unavailable("shm: mmap {} bytes: {}", bytes, std::strerror(errno));
   base_ = p;
   bytes_ = bytes;
-  // Commit and map every page now (as NCCL's posix_fallocate of its segments does the first
-  // half), within the process's budget: a page first touched on the data path costs a fault
-  // there, and on the side that created the segment a zeroed allocation too (~1.4 us a page
-  // here: the first 5 MiB through a direction of a channel ran 3-4x slower than the rest,
-  // docs/shm.md "Segments"). Memory short: an error now, naming the size, instead of the OOM
-  // killer mid-transfer. Kernels before 5.14 (EINVAL) fault pages in as they are touched.
-  if (g_committed.fetch_add(bytes, std::memory_order_relaxed) + bytes <= commit_max) {
-    committed_ = true;
-    if (madvise(p, bytes, MADV_POPULATE_WRITE) != 0 && errno != EINVAL)
-      return Status::Unavailable("shm: committing the {}-byte segment (PODNET_SHM_COMMIT): {}", bytes,
-                                 std::strerror(errno));
-  } else {
-    g_committed.fetch_sub(bytes, std::memory_order_relaxed);
-  }
   auto* b = static_cast<std::byte*>(p);
   seg_ = reinterpret_cast<SegmentHeader*>(b);
   if (!init) {
@@ -155,6 +141,21 @@ Status Channel::map(int memfd, size_t bytes, bool init, size_t ring, size_t bulk
       return Status::Protocol(
           "shm: the peer's segment of {} bytes does not hold rings of {} and bulk areas of {} bytes", bytes, ring,
           bulk);
+  }
+  // Commit and map every page now that the sizes are known to be ours or checked (as NCCL's
+  // posix_fallocate of its segments does the first half), within the process's budget: a
+  // page first touched on the data path costs a fault there, and on the side that created
+  // the segment a zeroed allocation too (~1.4 us a page here: the first 5 MiB through a
+  // direction of a channel ran 3-4x slower than the rest, docs/shm.md "Segments"). Memory
+  // short: an error now, naming the size, instead of the OOM killer mid-transfer. Kernels
+  // before 5.14 (EINVAL) fault pages in as they are touched.
+  if (g_committed.fetch_add(bytes, std::memory_order_relaxed) + bytes <= commit_max) {
+    committed_ = true;
+    if (madvise(p, bytes, MADV_POPULATE_WRITE) != 0 && errno != EINVAL)
+      return Status::Unavailable("shm: committing the {}-byte segment (PODNET_SHM_COMMIT): {}", bytes,
+                                 std::strerror(errno));
+  } else {
+    g_committed.fetch_sub(bytes, std::memory_order_relaxed);
   }
   auto* req_ctl = reinterpret_cast<RingCtl*>(b + kCtlOffset);
   auto* rep_ctl = reinterpret_cast<RingCtl*>(b + kCtlOffset + sizeof(RingCtl));
