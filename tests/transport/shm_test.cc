@@ -219,17 +219,21 @@ std::set<std::string> dev_shm() {
   return names;
 }
 
+// A 1 MiB one-sided write from a to b (pattern `seed`) lands intact.
+bool write_arrives_intact(Pair& p, uint32_t seed) {
+  std::vector<std::byte> a = pattern(1 << 20, seed), b(1 << 20);
+  auto ma = p.a->register_memory(a.data(), a.size(), Access::kNone).value();
+  auto mb = p.b->register_memory(b.data(), b.size(), Access::kRemoteWrite).value();
+  return p.ab->write(ma, 0, mb.remote_key(), 0, a.size()).wait(kWait).ok() && a == b;
+}
+
 TEST(ShmTransport, NothingIsNamedInDevShm) {
   if (!std::filesystem::exists("/dev/shm")) GTEST_SKIP() << "no /dev/shm on this host";
   auto before = dev_shm();
   {
     Pair p = Pair::make();
     if (p.ab->transport() != "shm") GTEST_SKIP() << "this run is not over shm (PODNET_TRANSPORT)";
-    std::vector<std::byte> a = pattern(1 << 20, 3), b(1 << 20);
-    auto ma = p.a->register_memory(a.data(), a.size(), Access::kNone).value();
-    auto mb = p.b->register_memory(b.data(), b.size(), Access::kRemoteWrite).value();
-    ASSERT_TRUE(p.ab->write(ma, 0, mb.remote_key(), 0, a.size()).wait(kWait).ok());
-    EXPECT_EQ(a, b);
+    ASSERT_TRUE(write_arrives_intact(p, 3));
     EXPECT_EQ(dev_shm(), before) << "the segments must be memfds, never files in /dev/shm";
   }
   EXPECT_EQ(dev_shm(), before);
@@ -282,10 +286,7 @@ int fault_in_child() {
   auto maps = segment_mappings();
   bool lazy = !maps.empty();
   for (const auto& m : maps) lazy = lazy && m.second < m.first / 4;  // Rss, Size
-  std::vector<std::byte> a = pattern(1 << 20, 5), b(1 << 20);
-  auto ma = p.a->register_memory(a.data(), a.size(), Access::kNone).value();
-  auto mb = p.b->register_memory(b.data(), b.size(), Access::kRemoteWrite).value();
-  bool same = p.ab->write(ma, 0, mb.remote_key(), 0, a.size()).wait(kWait).ok() && a == b;
+  const bool same = write_arrives_intact(p, 5);
   std::fprintf(stderr, "lazy %d same %d committed %zu\n", lazy, same, shm::Channel::committed_bytes());
   return lazy && same && shm::Channel::committed_bytes() == 0 ? 0 : 3;
 }

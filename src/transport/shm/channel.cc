@@ -25,6 +25,14 @@ size_t segment_bytes(size_t ring, size_t bulk) { return kDataOffset + 2 * ring +
 
 // Segment bytes committed at channel opening and still mapped, by this process (both roles).
 std::atomic<size_t> g_committed{0};
+
+// Counts `bytes` as committed when that keeps the total within `max`.
+bool reserve_commit(size_t bytes, size_t max) {
+  size_t now = g_committed.load(std::memory_order_relaxed);
+  while (now + bytes <= max)
+    if (g_committed.compare_exchange_weak(now, now + bytes, std::memory_order_relaxed)) return true;
+  return false;
+}
 }  // namespace
 
 Status send_hello(int sock, const Hello& h, const int* fds, int nfds) {
@@ -149,14 +157,10 @@ Status Channel::map(int memfd, size_t bytes, bool init, size_t ring, size_t bulk
   // direction of a channel ran 3-4x slower than the rest, docs/shm.md "Segments"). Memory
   // short: an error now, naming the size, instead of the OOM killer mid-transfer. Kernels
   // before 5.14 (EINVAL) fault pages in as they are touched.
-  if (g_committed.fetch_add(bytes, std::memory_order_relaxed) + bytes <= commit_max) {
-    committed_ = true;
-    if (madvise(p, bytes, MADV_POPULATE_WRITE) != 0 && errno != EINVAL)
-      return Status::Unavailable("shm: committing the {}-byte segment (PODNET_SHM_COMMIT): {}", bytes,
-                                 std::strerror(errno));
-  } else {
-    g_committed.fetch_sub(bytes, std::memory_order_relaxed);
-  }
+  committed_ = reserve_commit(bytes, commit_max);
+  if (committed_ && madvise(p, bytes, MADV_POPULATE_WRITE) != 0 && errno != EINVAL)
+    return Status::Unavailable("shm: committing the {}-byte segment (PODNET_SHM_COMMIT): {}", bytes,
+                               std::strerror(errno));
   auto* req_ctl = reinterpret_cast<RingCtl*>(b + kCtlOffset);
   auto* rep_ctl = reinterpret_cast<RingCtl*>(b + kCtlOffset + sizeof(RingCtl));
   if (init) {
