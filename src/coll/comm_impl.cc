@@ -371,7 +371,9 @@ std::string_view CommImpl::choose(Collective c, size_t bytes) {
   const TuneTable* t = loaded_tune_table();
   const bool no_table = t == nullptr || t->nranks != size();
   const bool cheap = arena_ && arena_->cma_cheap();
-  if (fits && no_table && (need <= arena_crossover(c, size(), cma, cheap) || need >= arena_parts_from(c, size(), cma)))
+  const bool split = cma && !world_.oversubscribed();  // the same on every rank, as all of these
+  if (fits && no_table &&
+      (need <= arena_crossover(c, size(), cma, cheap, split) || need >= arena_parts_from(c, size(), cma)))
     return "shm";
   if (cma && no_table && cma_beyond_arena(c, size(), cheap)) return "cma";
   bool over_shm = size() > 1;

@@ -269,7 +269,7 @@ size_t arena_parts_from(Collective c, int n, bool cma) {
   return n <= 2 && cma ? SIZE_MAX : size_t{1} << 20;
 }
 
-size_t arena_crossover(Collective c, int n, bool cma, bool cma_cheap) {
+size_t arena_crossover(Collective c, int n, bool cma, bool cma_cheap, bool split) {
   // Two ranks: one CMA copy per step makes the transport's ring hard to beat from a few
   // blocks up; more ranks: the ring's n-1 steps cost more, the arena's reads do not wait.
   constexpr size_t K = 1024;
@@ -297,7 +297,14 @@ size_t arena_crossover(Collective c, int n, bool cma, bool cma_cheap) {
     case Collective::kReduceScatter:
       return n <= 2 ? 256 * K : 128 * K;
     case Collective::kBroadcast:
-      return 512 * K;
+      // Two ranks whose transport splits its sends past 64 KiB (each side copies half: the
+      // binomial tree is then one send on two cores): from 128 KiB (2026-12-06, three
+      // interleaved rounds, -n 500 -w 50, out of place / in place: 128 / 256 / 512 KiB
+      // 10.5-10.8 / 6.6-7.0, 18.5-19.5 / 10.4-11.1, 36.5-38.7 / 17.9-18.7 us against the
+      // arena's 11.1-13.4 / 8.5-9.0, 19.8-25.3 / 15.5-19.7, 45.7-61.1 / 31.2-41.1; 64 KiB
+      // even, 6.4-6.5 / 4.4-4.7 against 6.1-7.4 / 4.3-4.9). Before the split copies started
+      // at 64 KiB (1 MiB until then) the arena was ahead up to 512 KiB.
+      return split && n <= 2 ? 64 * K : 512 * K;
     case Collective::kAllgather:
       // Two ranks, since the ring publishes a record with one cache-line transfer
       // (2026-11-30): 16 KiB blocks 3.2 us by the ring against 4.6 through the arena.

@@ -26,7 +26,9 @@ std::string_view choose_algorithm(Collective c, size_t bytes, int nranks, bool s
 // communicator has one. Measured with `podnet bench coll -a shm` against the others
 // (docs/collectives.md); PODNET_SHM_COLL_MAX caps it. `cma_cheap`: on this host one
 // cross-memory copy costs less than a hand-over through the arena (Arena::cma_cheap()).
-size_t arena_crossover(Collective c, int nranks, bool cma = false, bool cma_cheap = false);
+// `split`: cross-memory attach, and the host has a CPU per rank, so that the transport's
+// large sends can be copied by both sides at once (PODNET_SHM_SPLIT_MIN, docs/shm.md).
+size_t arena_crossover(Collective c, int nranks, bool cma = false, bool cma_cheap = false, bool split = false);
 // Whether, past the arena's crossover, direct cross-memory reads (algorithm "cma") beat the
 // transport's algorithms for collective c, when every rank may read every other one.
 bool cma_beyond_arena(Collective c, int nranks = 2, bool cma_cheap = false);

@@ -116,6 +116,9 @@ class ProgressEngine {
     defer_bound_ns_ = bound_ns;
   }
   void note_deferred();
+  // Whether the host has more runnable threads than CPUs (read from /proc/loadavg by the
+  // background thread, with hysteresis; true until the first reading).
+  bool crowded() const noexcept { return crowded_.load(std::memory_order_relaxed); }
   // Whether output may be deferred now: only while some thread waits (the background thread
   // then parks, with the bound above; with nobody waiting it may sit in epoll for a tick).
   bool may_defer() const noexcept {

@@ -176,6 +176,7 @@ Status ContextImpl::create_shm() {
   so.map = config_.shm_map;
   so.ptracer = config_.shm_ptracer;
   so.split_min = config_.shm_split_min == 0 ? SIZE_MAX : config_.shm_split_min;
+  so.split_crowded = config_.shm_split_crowded == 0 ? SIZE_MAX : config_.shm_split_crowded;
   so.commit_max = config_.shm_commit;
   so.heartbeat_ms = config_.heartbeat_ms;
   so.peer_timeout_ms = config_.peer_timeout_ms;

@@ -69,6 +69,27 @@ TEST(ShmPrefer, MoreRanksKeepAllreduceInTheArena) {
   expect_one_table(used, {"shm", "shm"}, {"cma", "shm"});
 }
 
+// On two ranks with a CPU each, a broadcast past 64 KiB leaves the arena for the binomial
+// tree (one transport send, which both sides copy at once: PODNET_SHM_SPLIT_MIN); with more
+// ranks than CPUs, or more ranks, it stays in the arena up to 512 KiB. Whatever the probe
+// found: the crossover does not depend on it.
+TEST(ShmPrefer, TwoRankBroadcastsPast64KiBTakeTheSplitSend) {
+  for (int n : {2, 3}) {
+    Pod pod(n);
+    std::atomic<int> problems{0};
+    std::vector<Case> cases;
+    for (Variant v : {Variant::kOutOfPlace, Variant::kInPlace})
+      for (size_t count : {16384, 32768, 131072})  // 64, 128 and 512 KiB of float
+        cases.push_back(Case{Collective::kBroadcast, "", DataType::kFloat32, ReduceOp::kSum, count, n - 1, v});
+    auto used = run_and_name(pod, cases, problems);
+    EXPECT_EQ(problems.load(), 0);
+    const bool split = n == 2 && !pod.world(0).oversubscribed() && config().shm_cma;
+    const std::string past = split ? "binomial" : "shm";
+    for (size_t r = 1; r < used.size(); ++r) EXPECT_EQ(used[r], used[0]) << "rank " << r;
+    EXPECT_EQ(used[0], (std::vector<std::string>{"shm", past, past, "shm", past, past})) << n << " ranks";
+  }
+}
+
 bool same_affinity(const cpu_set_t& a, const cpu_set_t& b) { return CPU_EQUAL(&a, &b); }
 
 // The probe binds ranks 0 and 1 to two CPUs while it runs: a communicator made later (split

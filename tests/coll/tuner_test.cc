@@ -140,6 +140,17 @@ TEST(Tuner, EveryChoiceIsAnAlgorithmOfItsCollective) {
   }
 }
 
+// Where the transport splits large sends between both sides (2 ranks, a CPU each), the
+// 2-rank broadcast leaves the arena from 64 KiB; elsewhere it stays up to 512 KiB.
+TEST(Tuner, SplitSendsMoveTheTwoRankBroadcastCrossover) {
+  using C = Collective;
+  EXPECT_EQ(arena_crossover(C::kBroadcast, 2, true, false, true), 64 * K);
+  EXPECT_EQ(arena_crossover(C::kBroadcast, 2, true, true, true), 64 * K) << "whatever the probe found";
+  EXPECT_EQ(arena_crossover(C::kBroadcast, 2, true, false, false), 512 * K) << "no split sends";
+  EXPECT_EQ(arena_crossover(C::kBroadcast, 4, true, false, true), 512 * K) << "more ranks";
+  EXPECT_EQ(arena_crossover(C::kAllgather, 2, true, false, true), 128 * K) << "only broadcast moves";
+}
+
 // Where the arena probe finds cross-memory copies cheaper than hand-overs through the
 // segment (Arena::cma_cheap()), 2-rank allgather, alltoall and allreduce leave the arena for
 // "cma" at smaller sizes, 4-rank alltoall too; without cross-memory attach nothing changes.

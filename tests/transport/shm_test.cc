@@ -21,6 +21,7 @@
 
 #include "pair.h"
 #include "transport/shm/channel.h"
+#include "transport/shm/endpoint.h"
 #include "transport/shm/ring.h"
 
 namespace podnet::testing {
@@ -300,6 +301,51 @@ TEST(ShmTransportDeathTest, SegmentsPastTheCommitBudgetFaultIn) {
   ::setenv("PODNET_SHM_COMMIT", "0", 1);
   EXPECT_EXIT(std::exit(fault_in_child()), ::testing::ExitedWithCode(0), "lazy 1 same 1 committed 0");
   ::unsetenv("PODNET_SHM_COMMIT");
+}
+
+// The child of SplitCopiesStartAtTheirKnob: sends of each size in `sizes` while this thread
+// never waits on the send before the receive is complete (the sending context's engine
+// thread copies its half). Prints how many of them split, and whether every receive
+// completed with the bytes sent and every send completed after it.
+int split_child(std::vector<size_t> sizes) {
+  Pair p = Pair::make();
+  if (p.ab->transport() != "shm") return 4;
+  const uint64_t before = shm::ShmEndpoint::split_pushes();
+  bool ok = true;
+  for (size_t bytes : sizes) {
+    std::vector<std::byte> src = pattern(bytes, 11), dst(bytes);
+    Request r = p.ba->recv(dst.data(), bytes, 3);
+    Request s = p.ab->send(src.data(), bytes, 3);
+    ok = ok && r.wait(kWait).ok() && dst == src;
+    ok = ok && s.wait(kWait).ok();
+  }
+  std::fprintf(stderr, "split %llu intact %d\n",
+               static_cast<unsigned long long>(shm::ShmEndpoint::split_pushes() - before), ok);
+  return ok ? 0 : 3;
+}
+
+// From PODNET_SHM_SPLIT_MIN a send past the eager size is copied by both sides, on a crowded
+// host only from PODNET_SHM_SPLIT_CROWDED too (set to the same size here, so that the
+// machine's load does not decide). The knobs are read once per process: fresh children.
+TEST(ShmTransportDeathTest, SplitCopiesStartAtTheirKnob) {
+  const char* t = std::getenv("PODNET_TRANSPORT");
+  if (t != nullptr && std::string(t) != "auto" && std::string(t) != "shm") GTEST_SKIP() << "this run is not over shm";
+  if (const char* cma = std::getenv("PODNET_SHM_CMA"); cma != nullptr && std::string(cma) == "0")
+    GTEST_SKIP() << "cross-memory attach is off in this run (PODNET_SHM_CMA=0): nothing splits";
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  ::setenv("PODNET_SHM_SPLIT_MIN", "64K", 1);
+  ::setenv("PODNET_SHM_SPLIT_CROWDED", "64K", 1);
+  // 40 KiB: past the eager size, one cross-memory copy; 64 and 128 KiB: split.
+  EXPECT_EXIT(std::exit(split_child({40 << 10, 64 << 10, 128 << 10})), ::testing::ExitedWithCode(0),
+              "split 2 intact 1");
+  ::setenv("PODNET_SHM_SPLIT_MIN", "1M", 1);
+  ::setenv("PODNET_SHM_SPLIT_CROWDED", "1M", 1);
+  EXPECT_EXIT(std::exit(split_child({128 << 10, 1 << 20, 4 << 20})), ::testing::ExitedWithCode(0),
+              "split 2 intact 1");
+  ::setenv("PODNET_SHM_SPLIT_MIN", "0", 1);
+  EXPECT_EXIT(std::exit(split_child({4 << 20})), ::testing::ExitedWithCode(0), "split 0 intact 1");
+  ::unsetenv("PODNET_SHM_SPLIT_MIN");
+  ::unsetenv("PODNET_SHM_SPLIT_CROWDED");
 }
 
 // Peers in this same process (here two contexts; in a job, each rank's endpoint to itself)

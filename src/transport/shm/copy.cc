@@ -1,6 +1,7 @@
 // The target side of one-sided operations and the large-payload copies of shm: checks at the
 // target, cross-memory copies, and the split copies that both sides share (endpoint.h).
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 
 #include "base/copy.h"
@@ -9,6 +10,11 @@
 #include "transport/shm/transport.h"
 
 namespace podnet::shm {
+namespace {
+std::atomic<uint64_t> g_split_pushes{0};
+}  // namespace
+
+uint64_t ShmEndpoint::split_pushes() noexcept { return g_split_pushes.load(std::memory_order_relaxed); }
 
 void ShmEndpoint::pull_rendezvous(detail::PostedRecv recv, uint64_t seq, size_t len, uint64_t tag, bool split) {
   RtsSource from;
@@ -131,6 +137,7 @@ void ShmEndpoint::on_cts(const RecHdr& h) {
     st = Status::Protocol("bad split from the peer: [{}, {}) of a {}-byte operation", h.aux, h.len, op.len);
   } else {
     st = cross_copy(peer_pid_.load(), op.dst + h.aux, h.addr + h.aux, h.len - h.aux, /*into_peer=*/!op.read);
+    g_split_pushes.fetch_add(1, std::memory_order_relaxed);
   }
   if (is_send) op.req->part_done(st.ok() ? st : op_failure(*op.req, st));
   if (Channel* ch = out_raw_.load(std::memory_order_acquire)) {

@@ -144,7 +144,7 @@ ShmEndpoint::Req ShmEndpoint::write(const detail::RegionState& local, size_t loc
   if (ch->ready() && ch->cma() && len > transport_->options().eager_max) {
     op.hdr.type = Rec::kWriteCma;
     op.hdr.aux = reinterpret_cast<uint64_t>(src);
-    if (ch->cma_push() && len >= transport_->options().split_min) op.hdr.flags |= kSplit;
+    if (ch->cma_push() && transport_->split(len)) op.hdr.flags |= kSplit;
   } else {
     op.hdr.type = Rec::kWrite;
     op.src = src;
@@ -174,7 +174,7 @@ ShmEndpoint::Req ShmEndpoint::read(const detail::RegionState& local, size_t loca
   op.hdr.addr = remote.addr + remote_off;
   op.hdr.len = len;
   op.hdr.aux = reinterpret_cast<uint64_t>(dst);
-  if (ch->ready() && ch->cma_push() && len >= transport_->options().split_min) op.hdr.flags |= kSplit;
+  if (ch->ready() && ch->cma_push() && transport_->split(len)) op.hdr.flags |= kSplit;
   post(*ch, std::move(op));
   return req;
 }
@@ -236,7 +236,7 @@ ShmEndpoint::Req ShmEndpoint::send_or_done(const void* buf, size_t len, uint64_t
       op.hdr.flags |= kRing;
     else if (transport_->options().map)
       op.hdr.imm = transport_->registry().allocated_key(buf, len);
-    if (cma && ch->cma_push() && len >= transport_->options().split_min) {
+    if (cma && ch->cma_push() && transport_->split(len)) {
       op.hdr.flags |= kSplit;
       req->set_parts(2);  // our push, and the receiver's kFin
     }

@@ -13,7 +13,8 @@
 //              process_vm_readv straight into the receive buffer and replies kFin. When the
 //              payload lies in memory the sender allocated (kRts imm = the region's key) and
 //              the receiver mapped that region (see mapped), the pull is a memcpy.
-//              From PODNET_SHM_SPLIT_MIN, when each side may write the other's memory
+//              From PODNET_SHM_SPLIT_MIN (PODNET_SHM_SPLIT_CROWDED while the host is
+//              crowded: ShmTransport::split), when each side may write the other's memory
 //              (kSplit): the receiver replies kCts with its buffer, then pulls the first half
 //              while the sender pushes the second (process_vm_writev) and says kPushDone:
 //              two cores copy at once. The receive completes on its pull and kPushDone, the
@@ -56,6 +57,9 @@ class ShmEndpoint : public detail::TransportEndpoint, public std::enable_shared_
  public:
   ShmEndpoint(ShmTransport* transport, uint64_t peer_id, int peer_rank, std::string peer_socket, pid_t peer_pid);
   ~ShmEndpoint() override;
+  // Halves of split copies that initiators in this process have copied (tests: which
+  // transfers split).
+  static uint64_t split_pushes() noexcept;
 
   Result<std::shared_ptr<Channel>> start_outgoing();  // nullptr when already started
   Status attach_incoming(std::shared_ptr<Channel> c);

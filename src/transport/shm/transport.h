@@ -31,7 +31,8 @@ struct ShmOptions {
   bool cma = true;               // allow process_vm_readv/writev (probed per peer)
   bool map = true;               // map peers' allocated regions (needs cma's permission)
   std::string ptracer = "parent";  // what to declare under Yama ptrace_scope 1 (ptracer.h)
-  size_t split_min = 1 << 20;    // rendezvous sends this large are copied by both sides
+  size_t split_min = 64 << 10;     // cross-memory transfers this large are copied by both sides,
+  size_t split_crowded = 1 << 20;  // and from this size only while the host is crowded
   size_t commit_max = 256 << 20;  // segment bytes a process commits when channels open
   int heartbeat_ms = 1000;
   int peer_timeout_ms = 15000;
@@ -73,6 +74,12 @@ class ShmTransport final : public detail::Transport, public detail::Poller {
   detail::ProgressEngine& engine() { return engine_; }
   detail::MemoryRegistry& registry() { return registry_; }
   const ShmOptions& options() const { return options_; }
+  // Whether a cross-memory transfer of `len` bytes is split between both sides: from
+  // split_min, and from split_crowded too while the host has more runnable threads than
+  // CPUs (the peer that copies the other half may not be running then).
+  bool split(size_t len) const {
+    return len >= options_.split_min && (len >= options_.split_crowded || !engine_.crowded());
+  }
   int doorbell() const { return doorbell_; }
   uint64_t ctx_id() const { return ctx_id_; }
   int rank() const { return rank_; }
