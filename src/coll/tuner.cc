@@ -345,7 +345,14 @@ size_t arena_crossover(Collective c, int n, bool cma, bool cma_cheap, bool split
       if (cma && cma_cheap) return n <= 2 ? 16 * K : 64 * K;
       return n <= 2 ? (cma ? 256 * K : 8 * K) : 128 * K;
     case Collective::kScatter:
-      return n <= 2 ? 32 * K : 64 * K;
+      // More ranks (2026-12-06, on 2 CPUs, out of place / in place, n blocks in all, the
+      // arena against linear): 4 ranks, three interleaved rounds, 128 KiB 8.4-8.8 / 7.5-7.9
+      // us against 14.8-16.7 / 8.9-9.6, 256 KiB 16.9-17.6 / 15.8-16.4 against 13.3-14.8 /
+      // 12.2-13.1; 3 ranks, two rounds, 128 KiB even (9.9-10.5 / 9.2-9.3 against
+      // 10.6-11.2 / 8.6-9.6), 256 KiB 22-24 / 21-22 against 15-18 / 12-16; 8 ranks, two
+      // rounds, 256 KiB 26-31 / 19-23 against 49-80 / 25-32, 512 KiB 48-56 / 38 against
+      // 33-40 / 29-38. It was 64 KiB on more ranks.
+      return n <= 2 ? 32 * K : n <= 4 ? 128 * K : 256 * K;
     case Collective::kBarrier:
       return SIZE_MAX;
     default:

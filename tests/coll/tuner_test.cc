@@ -151,6 +151,15 @@ TEST(Tuner, SplitSendsMoveTheTwoRankBroadcastCrossover) {
   EXPECT_EQ(arena_crossover(C::kAllgather, 2, true, false, true), 128 * K) << "only broadcast moves";
 }
 
+// scatter's n blocks stay in the arena longer the more ranks share it.
+TEST(Tuner, ScatterCrossoverGrowsWithTheRanks) {
+  using C = Collective;
+  EXPECT_EQ(arena_crossover(C::kScatter, 2), 32 * K);
+  EXPECT_EQ(arena_crossover(C::kScatter, 3), 128 * K);
+  EXPECT_EQ(arena_crossover(C::kScatter, 4), 128 * K);
+  EXPECT_EQ(arena_crossover(C::kScatter, 8), 256 * K);
+}
+
 // Where the arena probe finds cross-memory copies cheaper than hand-overs through the
 // segment (Arena::cma_cheap()), 2-rank allgather, alltoall and allreduce leave the arena for
 // "cma" at smaller sizes, 4-rank alltoall too; without cross-memory attach nothing changes.
