@@ -88,7 +88,7 @@ class Communicator {
   virtual Status broadcast(void* buf, size_t count, DataType t, int root) = 0;
   // Out of place (as ncclBroadcast): the root's `send` lands in every rank's `recv`, the
   // root's own included; other ranks ignore `send`. The root copies into its `recv` while
-  // its sends are in flight.
+  // its sends are in flight (over shm its receivers then copy their messages whole).
   virtual Status broadcast(const void* send, void* recv, size_t count, DataType t, int root) = 0;
   // recv holds size() * count elements, rank r's contribution at r * count.
   virtual Status allgather(const void* send, void* recv, size_t count, DataType t) = 0;

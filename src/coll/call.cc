@@ -97,6 +97,10 @@ Request Call::isend(int peer, const void* buf, size_t bytes, uint32_t step) {
   return comm_.peer(peer).send(buf, bytes, tag(step));
 }
 
+Request Call::isend_whole(int peer, const void* buf, size_t bytes, uint32_t step) {
+  return comm_.send_whole(peer, buf, bytes, tag(step));
+}
+
 Request Call::irecv(int peer, void* buf, size_t bytes, uint32_t step) {
   // Match on communicator, sequence and step; the signature is checked after arrival.
   return comm_.peer(peer).recv(buf, bytes, tag(step), ~kSigMask);

@@ -48,6 +48,10 @@ class Call {
   // Non-blocking point-to-point inside the call; `step` distinguishes the messages of one
   // call between the same pair of ranks.
   Request isend(int peer, const void* buf, size_t bytes, uint32_t step);
+  // isend() for a rank that has a large copy of its own to make meanwhile (an out-of-place
+  // root's copy into its output): the receiver copies the whole message
+  // (TransportEndpoint::send_whole).
+  Request isend_whole(int peer, const void* buf, size_t bytes, uint32_t step);
   Request irecv(int peer, void* buf, size_t bytes, uint32_t step);
   // Waits with the communicator's timeout; checks the peer's signature and the length.
   Status wait_recv(Request& r, int peer, size_t expected_bytes);

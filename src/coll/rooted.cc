@@ -53,11 +53,14 @@ Status broadcast_binomial(Call& c, const void* send, void* buf, size_t count, in
     }
     mask <<= 1;
   }
+  // Out of place, the root copies its input into its output while the sends move: its
+  // children then copy their messages whole (no split copy giving the root half of each).
+  const bool own_copy = src != buf;
   std::vector<std::pair<int, Request>> sends;
   for (mask >>= 1; mask > 0; mask >>= 1) {
     if (vr + mask < n) {
       int child = (vr + mask + root) % n;
-      sends.emplace_back(child, c.isend(child, src, bytes, 200));
+      sends.emplace_back(child, own_copy ? c.isend_whole(child, src, bytes, 200) : c.isend(child, src, bytes, 200));
     }
   }
   if (src != buf) copy_to_output(buf, src, bytes);  // out of place, at the root
@@ -84,7 +87,11 @@ Status broadcast_chain(Call& c, const void* send, void* buf, size_t count, int r
   for (size_t k = 0; k < nchunks; ++k) {
     size_t off = k * chunk, len = std::min(chunk, bytes - std::min(bytes, off));
     if (vr != 0) PODNET_RETURN_IF_ERROR(c.wait_recv(rr[k], prev, len));
-    if (vr != n - 1) sr.push_back(c.isend(next, from + off, len, static_cast<uint32_t>(k)));
+    if (vr == n - 1) continue;
+    // An out-of-place root copies into its output meanwhile: the next rank copies whole.
+    const uint32_t step = static_cast<uint32_t>(k);
+    sr.push_back(vr == 0 && send != buf ? c.isend_whole(next, from + off, len, step)
+                                        : c.isend(next, from + off, len, step));
   }
   if (vr == 0 && send != buf) copy_to_output(buf, send, bytes);  // out of place, at the root
   for (auto& r : sr) PODNET_RETURN_IF_ERROR(c.wait_send(r, next));

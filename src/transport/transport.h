@@ -45,6 +45,9 @@ class TransportEndpoint {
     (void)done_seq;
     return send(buf, len, tag);
   }
+  // send(), for a sender that has copying of its own to do while the message moves: the
+  // receiver copies all of it (shm: no split copy, which would give the sender half).
+  virtual Req send_whole(const void* buf, size_t len, uint64_t tag) { return send(buf, len, tag); }
   virtual Req recv(void* buf, size_t capacity, uint64_t tag, uint64_t mask) = 0;
   virtual Req recv_notify() = 0;
   // Endpoint::cancel_recvs: the posted receives of this peer's matcher.

@@ -57,6 +57,11 @@ Request EndpointImpl::send(const void* buf, size_t len, uint64_t tag) {
   return Request(std::move(state));
 }
 
+Request EndpointImpl::send_whole(const void* buf, size_t len, uint64_t tag) {
+  if (buf == nullptr && len > 0) return rejected("send", Status::InvalidArgument("null buffer of {} bytes", len));
+  return Request(te_->send_whole(buf, len, tag));
+}
+
 Request EndpointImpl::recv(void* buf, size_t capacity, uint64_t tag, uint64_t tag_mask) {
   if (buf == nullptr && capacity > 0)
     return rejected("recv", Status::InvalidArgument("null buffer of {} bytes", capacity));

@@ -26,6 +26,8 @@ class EndpointImpl final : public Endpoint {
   Request read(const MemoryRegion& local, size_t local_off, const RemoteKey& remote, uint64_t remote_off,
                size_t len) override;
   Request send(const void* buf, size_t len, uint64_t tag) override;
+  // Internal (the collectives): TransportEndpoint::send_whole.
+  Request send_whole(const void* buf, size_t len, uint64_t tag);
   Request recv(void* buf, size_t capacity, uint64_t tag, uint64_t tag_mask) override;
   Request recv_notify() override;
   size_t cancel_recvs(uint64_t tag, uint64_t tag_mask) override { return te_->cancel_recvs(tag, tag_mask); }

@@ -11,6 +11,7 @@
 #include "base/config.h"
 #include "coll_cases.h"
 #include "coll_harness.h"
+#include "transport/shm/endpoint.h"
 
 namespace podnet::testing {
 namespace {
@@ -88,6 +89,26 @@ TEST(ShmPrefer, TwoRankBroadcastsPast64KiBTakeTheSplitSend) {
     for (size_t r = 1; r < used.size(); ++r) EXPECT_EQ(used[r], used[0]) << "rank " << r;
     EXPECT_EQ(used[0], (std::vector<std::string>{"shm", past, past, "shm", past, past})) << n << " ranks";
   }
+}
+
+// An out-of-place broadcast's root copies its input into its output while its sends move, so
+// its children copy their messages whole: no split copy hands the root half of each. In
+// place the root has nothing else to copy and the 1 MiB sends split (from 1 MiB even on a
+// crowded host). Both checked element by element (run_case).
+TEST(ShmPrefer, OutOfPlaceBroadcastRootLeavesTheCopyToItsChildren) {
+  if (!config().shm_cma) GTEST_SKIP() << "cross-memory attach is off (PODNET_SHM_CMA=0): nothing splits";
+  Pod pod(2);
+  std::atomic<int> problems{0};
+  uint64_t pushes[2] = {0, 0};
+  for (Variant v : {Variant::kOutOfPlace, Variant::kInPlace}) {
+    const uint64_t before = shm::ShmEndpoint::split_pushes();
+    const Case k{Collective::kBroadcast, "binomial", DataType::kFloat32, ReduceOp::kSum, 262144, 0, v};
+    for (int i = 0; i < 3; ++i) problems += static_cast<int>(run_cases(pod, {k}));
+    pushes[v == Variant::kInPlace] = shm::ShmEndpoint::split_pushes() - before;
+  }
+  EXPECT_EQ(problems.load(), 0);
+  EXPECT_EQ(pushes[0], 0u) << "out of place: the root pushed halves of its sends";
+  EXPECT_EQ(pushes[1], 3u) << "in place: one split per call";
 }
 
 bool same_affinity(const cpu_set_t& a, const cpu_set_t& b) { return CPU_EQUAL(&a, &b); }

@@ -179,7 +179,7 @@ ShmEndpoint::Req ShmEndpoint::read(const detail::RegionState& local, size_t loca
   return req;
 }
 
-ShmEndpoint::Req ShmEndpoint::send_or_done(const void* buf, size_t len, uint64_t tag, uint64_t* done_seq) {
+ShmEndpoint::Req ShmEndpoint::post_send(const void* buf, size_t len, uint64_t tag, uint64_t* done_seq, bool may_split) {
   Channel* ch = out_raw_.load(std::memory_order_acquire);
   if (!ch) return failed_request("send", Status::Unavailable("not connected"));
   // Past the eager size a send waits for its receive: pulled with one cross-memory copy, or
@@ -236,7 +236,7 @@ ShmEndpoint::Req ShmEndpoint::send_or_done(const void* buf, size_t len, uint64_t
       op.hdr.flags |= kRing;
     else if (transport_->options().map)
       op.hdr.imm = transport_->registry().allocated_key(buf, len);
-    if (cma && ch->cma_push() && transport_->split(len)) {
+    if (may_split && cma && ch->cma_push() && transport_->split(len)) {
       op.hdr.flags |= kSplit;
       req->set_parts(2);  // our push, and the receiver's kFin
     }

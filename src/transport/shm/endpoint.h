@@ -72,7 +72,12 @@ class ShmEndpoint : public detail::TransportEndpoint, public std::enable_shared_
   Req read(const detail::RegionState& local, size_t local_off, const RemoteKey& remote, uint64_t remote_off,
            size_t len) override;
   Req send(const void* buf, size_t len, uint64_t tag) override { return send_or_done(buf, len, tag, nullptr); }
-  Req send_or_done(const void* buf, size_t len, uint64_t tag, uint64_t* done_seq) override;
+  Req send_or_done(const void* buf, size_t len, uint64_t tag, uint64_t* done_seq) override {
+    return post_send(buf, len, tag, done_seq, true);
+  }
+  Req send_whole(const void* buf, size_t len, uint64_t tag) override {
+    return post_send(buf, len, tag, nullptr, false);
+  }
   Req recv(void* buf, size_t capacity, uint64_t tag, uint64_t mask) override;
   Req recv_notify() override;
   size_t cancel_recvs(uint64_t tag, uint64_t mask) override { return matcher_.cancel(tag, mask); }
@@ -123,6 +128,8 @@ class ShmEndpoint : public detail::TransportEndpoint, public std::enable_shared_
   };
 
   std::shared_ptr<detail::RequestState> new_request(const char* op);
+  // send_or_done(), with the split copy allowed (`may_split`) or not (send_whole).
+  Req post_send(const void* buf, size_t len, uint64_t tag, uint64_t* done_seq, bool may_split);
   Status op_failure(const detail::RequestState& r, const Status& why) const;
   Req failed_request(const char* op, const Status& why);
   // Records the operation unless the endpoint failed (then returns the sticky error).
