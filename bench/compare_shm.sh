@@ -25,10 +25,15 @@ Compares, in one invocation, on this host:
     `podnet bench p2p --hugepages` beside `memcpy_bw --hugepages` (both buffers on 2 MiB pages)
   - information only: send bandwidth without cross-memory attach (PODNET_SHM_CMA=0, the path
     a container without ptrace permission gets: pipelined copies through the ring) beside memcpy
+  - information only: send latency (median RTT/2) of mid-size messages, past the eager size
+    (64K 256K): podnet bench p2p -o send -m lat beside UCX_TLS=cma,posix,self ucx_perftest
+    -t tag_lat (both a single cross-memory copy or, podnet from PODNET_SHM_SPLIT_MIN, two
+    halves copied by both sides at once)
 
 Options:
   --repeats N     repeats per measurement, tools interleaved (default 3)
   --sizes "LIST"  bandwidth sizes in bytes or with K/M suffix (default "1M 4M 16M 64M")
+  --lat-sizes "LIST"  mid-size latency sizes (default "64K 256K"; "" for none)
   --podnet PATH   podnet binary (default: $PODNET, else build/tools/podnet/podnet, else PATH)
   --no-ucx        skip ucx_perftest (when Debian's ucx-utils is not installed)
   -h, --help      show this help
@@ -43,12 +48,13 @@ EOF
 }
 
 die() { echo "compare_shm: error: $*" >&2; exit 1; }
-repeats=3; sizes="1M 4M 16M 64M"; podnet_arg="${PODNET:-}"; use_ucx=1
+repeats=3; sizes="1M 4M 16M 64M"; lat_sizes="64K 256K"; podnet_arg="${PODNET:-}"; use_ucx=1
 while [[ $# -gt 0 ]]; do
   case "$1" in
     -h|--help) usage; exit 0 ;;
     --repeats) repeats=$2; shift 2 ;;
     --sizes) sizes=$2; shift 2 ;;
+    --lat-sizes) lat_sizes=$2; shift 2 ;;
     --podnet) podnet_arg=$2; shift 2 ;;
     --no-ucx) use_ucx=0; shift ;;
     *) echo "compare_shm: unknown argument $1 (try --help)" >&2; exit 2 ;;
@@ -73,6 +79,8 @@ g++ -O2 -o "$work/memcpy_bw" "$here/anchors/memcpy_bw.cc" || die "building memcp
 
 bytes_list=()
 for s in $sizes; do bytes_list+=("$(to_bytes "$s")"); done
+lat_list=()
+for s in $lat_sizes; do lat_list+=("$(to_bytes "$s")"); done
 raw="$work/raw.jsonl"
 : >"$raw"
 record() { echo "{\"metric\":\"$1\",\"tool\":\"$2\",\"value\":$3}" >>"$raw"; }
@@ -133,6 +141,12 @@ for ((rep = 1; rep <= repeats; rep++)); do
     # Final: iters  50%ile-latency  avg  overall  (usec)...
     v=$(ucx posix,self tag_lat 8 100000 | awk '{print $3}'); record lat8 ucx "$v"
   fi
+  for b in "${lat_list[@]}"; do
+    v=$(podnet_p2p -o send -m lat -s "$b" -n 5000 -w 500); record "lat_$b" podnet "$v"
+    if ((use_ucx)); then
+      v=$(ucx cma,posix,self tag_lat "$b" 5000 | awk '{print $3}'); record "lat_$b" ucx "$v"
+    fi
+  done
   for b in "${bytes_list[@]}"; do
     it=$(( b >= (16 << 20) ? 100 : 1000 ))
     v=$(podnet_p2p -o write -m bw -s "$b" -n "$it" -w 10); record "write_bw_$b" podnet "$v"
@@ -154,7 +168,8 @@ done
 
 # How each side timed its latency iterations (perftest-style per-iteration samples).
 echo "# latency timers: podnet $(cat "$work/timer" 2>/dev/null || echo unknown) (PODNET_BENCH_TIMER, docs/benchmarks.md); ucx_perftest rdtsc (ucs_get_time)"
-python3 - "$raw" "${bytes_list[@]}" <<'PY'
+LAT_SIZES="${lat_list[*]}" python3 - "$raw" "${bytes_list[@]}" <<'PY'
+import os
 import json, statistics, sys
 raw = [json.loads(l) for l in open(sys.argv[1])]
 def med(metric, tool):
@@ -165,6 +180,8 @@ def size(b):
 rows = []
 p, u = med("lat8", "podnet"), med("lat8", "ucx")
 rows.append(("send lat 8B median [us]", "ucx tag_lat posix", p, u, "<=", 1.0))
+for b in map(int, os.environ.get("LAT_SIZES", "").split()):
+    rows.append((f"send lat {size(b)} (info) [us]", "ucx tag_lat cma", med(f"lat_{b}", "podnet"), med(f"lat_{b}", "ucx"), "info", 0))
 for b in map(int, sys.argv[2:]):
     for op, label in (("write", "write"), ("send", "send"), ("write_alloc", "write --alloc"), ("send_alloc", "send --alloc")):
         p = med(f"{op}_bw_{b}", "podnet")
