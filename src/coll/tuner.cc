@@ -294,8 +294,16 @@ size_t arena_crossover(Collective c, int n, bool cma, bool cma_cheap, bool split
       // against 51-54 us / 0.49-0.52 / 1.79-1.94 / 8.0-9.5 ms).
       return cma && cma_cheap && n <= 2 ? 128 * K : SIZE_MAX;
     case Collective::kReduce:
-    case Collective::kReduceScatter:
       return n <= 2 ? 256 * K : 128 * K;
+    case Collective::kReduceScatter:
+      // 2026-12-06, on 2 CPUs, the arena against the ring, two interleaved rounds each, out
+      // of place / in place, n blocks in all: 3 ranks 192 KiB 38.9-39.2 / 37.5-38.2 us
+      // against 46.1-52.2 / 44.3-49.4, 384 KiB 93-97 / 88-89 against 70-81 / 67-84; 4 ranks
+      // 192 KiB 43-48 / 42-45 against 56-65 / 53-65, 256 KiB 65-68 / 62-68 against 73-75 /
+      // 71-76, 384 / 512 KiB the ring ahead (88-98 / 138-140 against 103-111 / 156-166 out
+      // of place); 8 ranks 384 / 512 KiB 257-268 / 339-346 against 358-369 / 415-434. It was
+      // 128 KiB on more ranks. 2 ranks: 256 KiB even (25-26 against 26-27), 512 KiB the ring.
+      return n <= 4 ? 256 * K : 512 * K;
     case Collective::kBroadcast:
       // Two ranks whose transport splits its sends past 64 KiB (each side copies half: the
       // binomial tree is then one send on two cores): from 128 KiB (2026-12-06, three

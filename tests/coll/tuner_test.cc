@@ -151,13 +151,17 @@ TEST(Tuner, SplitSendsMoveTheTwoRankBroadcastCrossover) {
   EXPECT_EQ(arena_crossover(C::kAllgather, 2, true, false, true), 128 * K) << "only broadcast moves";
 }
 
-// scatter's n blocks stay in the arena longer the more ranks share it.
-TEST(Tuner, ScatterCrossoverGrowsWithTheRanks) {
+// scatter's and reduce_scatter's n blocks stay in the arena longer the more ranks share it.
+TEST(Tuner, ScatterCrossoversGrowWithTheRanks) {
   using C = Collective;
   EXPECT_EQ(arena_crossover(C::kScatter, 2), 32 * K);
   EXPECT_EQ(arena_crossover(C::kScatter, 3), 128 * K);
   EXPECT_EQ(arena_crossover(C::kScatter, 4), 128 * K);
   EXPECT_EQ(arena_crossover(C::kScatter, 8), 256 * K);
+  EXPECT_EQ(arena_crossover(C::kReduceScatter, 2), 256 * K);
+  EXPECT_EQ(arena_crossover(C::kReduceScatter, 4), 256 * K);
+  EXPECT_EQ(arena_crossover(C::kReduceScatter, 8), 512 * K);
+  EXPECT_EQ(arena_crossover(C::kReduce, 4), 128 * K) << "reduce keeps its own";
 }
 
 // Where the arena probe finds cross-memory copies cheaper than hand-overs through the
