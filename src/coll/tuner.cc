@@ -294,7 +294,11 @@ size_t arena_crossover(Collective c, int n, bool cma, bool cma_cheap, bool split
       // against 51-54 us / 0.49-0.52 / 1.79-1.94 / 8.0-9.5 ms).
       return cma && cma_cheap && n <= 2 ? 128 * K : SIZE_MAX;
     case Collective::kReduce:
-      return n <= 2 ? 256 * K : 128 * K;
+      // Two ranks whose transport splits its sends: the binomial tree from 256 KiB
+      // (2026-12-06, two interleaved rounds, -n 300 -w 30, out of place / in place: 256 KiB
+      // 37.8-38.5 / 30.5-30.6 us against the arena's 38.3-45.2 / 37.5-41.4; 128 KiB the
+      // arena, 18.0-20.1 / 17.5-20.1 against 21.4-22.3 / 18.3-19.0).
+      return n <= 2 ? (split ? 128 * K : 256 * K) : 128 * K;
     case Collective::kReduceScatter:
       // 2026-12-06, on 2 CPUs, the arena against the ring, two interleaved rounds each, out
       // of place / in place, n blocks in all: 3 ranks 192 KiB 38.9-39.2 / 37.5-38.2 us
@@ -330,7 +334,10 @@ size_t arena_crossover(Collective c, int n, bool cma, bool cma_cheap, bool split
       if (cma && cma_cheap) return n <= 2 ? 4 * K : 128 * K;
       return n <= 2 ? (cma ? 128 * K : 8 * K) : 128 * K;
     case Collective::kGather:
-      return n <= 2 ? 16 * K : 128 * K;
+      // Two ranks, 32 KiB blocks (2026-12-06, two interleaved rounds, -n 300 -w 30, out of
+      // place / in place): 4.7-4.8 / 4.5-4.6 us through the arena against 7.9 / 4.7-5.0 by
+      // linear (eager sends); 64 KiB blocks linear, 6.2 / 4.4 against 9.5-10.4 / 9.1-10.2.
+      return n <= 2 ? 32 * K : 128 * K;
     case Collective::kAlltoall:
       // More ranks, four interleaved rounds on 4 ranks (2026-11-30): 128 KiB 28.7-43.1 us
       // through the arena against 32.8-64.8 by the transport's linear exchange (in place

@@ -162,6 +162,9 @@ TEST(Tuner, ScatterCrossoversGrowWithTheRanks) {
   EXPECT_EQ(arena_crossover(C::kReduceScatter, 4), 256 * K);
   EXPECT_EQ(arena_crossover(C::kReduceScatter, 8), 512 * K);
   EXPECT_EQ(arena_crossover(C::kReduce, 4), 128 * K) << "reduce keeps its own";
+  EXPECT_EQ(arena_crossover(C::kReduce, 2, true, false, true), 128 * K) << "split sends";
+  EXPECT_EQ(arena_crossover(C::kReduce, 2, true, false, false), 256 * K);
+  EXPECT_EQ(arena_crossover(C::kGather, 2), 32 * K);
 }
 
 // Where the arena probe finds cross-memory copies cheaper than hand-overs through the
