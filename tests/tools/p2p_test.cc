@@ -175,6 +175,26 @@ TEST_P(BenchP2pZerocopy, EveryPayloadArrivesIntact) {
   }
 }
 
+// --echo: the send ping-pong's target replies with the payload it received; the report says
+// which kind of reply was timed (with --check, which verifies the echo, always the echo).
+TEST(BenchP2pEcho, TheReportSaysWhichReplyWasTimed) {
+  for (uint64_t size : {uint64_t{8}, uint64_t{65536}}) {
+    BenchRun b = bench("send", "lat", size, 200, 10, {}, {"--echo"});
+    expect_report(b, "send", "lat", size, 200);
+    EXPECT_EQ(b.json.value("echo", false), true) << b.json.dump();
+  }
+  std::vector<std::string> args{"run",   "-n",  "2",   "--timeout", "50", "--",    podnet_bin(),
+                                "bench", "p2p", "-o",  "send",      "-m", "lat",   "-s",
+                                "65536", "-n",  "200", "-w",        "10", "--json"};
+  Outcome o = run_program(podnet_bin(), args);
+  ASSERT_EQ(o.exit_code, 0) << describe(o);
+  std::string text;
+  for (const std::string& line : rank_lines(o.out, 0)) text += line + "\n";
+  nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+  ASSERT_TRUE(j.is_object()) << describe(o);
+  EXPECT_EQ(j.value("echo", true), false) << j.dump();
+}
+
 INSTANTIATE_TEST_SUITE_P(Ops, BenchP2pZerocopy, ::testing::Values("write", "read", "send", "write_notify"));
 
 class BenchP2pLatency : public ::testing::TestWithParam<std::string> {};

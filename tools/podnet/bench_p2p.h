@@ -27,6 +27,7 @@ struct P2pOptions {
   int warmup = -1;              // -1: iters / 10
   int window = 64;              // outstanding operations in bw mode (perftest's tx depth)
   bool check = false;           // verify every payload
+  bool echo = false;            // send latency: the target replies with what it received (--check too)
   bool json = false;
   bool all_pairs = false;       // every ordered pair of ranks in turn (bench_p2p_pairs.cc)
   bool hugepages = false;       // buffers on transparent huge pages (perftest's --use_hugepages)

@@ -97,6 +97,10 @@ void add_bench_p2p_command(CLI::App& bench) {
       ->check(CLI::Range(1, 4096))
       ->capture_default_str();
   p->add_flag("-c,--check", o->check, "verify every payload (counts #wrong; exit 3 if any)");
+  p->add_flag("--echo", o->echo,
+              "send latency: the target replies with the payload it received (its lines then come from the other "
+              "core's cache, as for data an application just wrote); default: from a buffer the loop does not write, "
+              "as ucx_perftest's tag_lat (--check echoes too)");
   p->add_flag("--hugepages", o->hugepages,
               "put the buffers on 2 MiB transparent huge pages (madvise; as perftest's --use_hugepages): fewer "
               "TLB misses in the copies of large messages; an error if THP is 'never'");
