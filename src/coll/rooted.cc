@@ -63,7 +63,7 @@ Status broadcast_binomial(Call& c, const void* send, void* buf, size_t count, in
       sends.emplace_back(child, own_copy ? c.isend_whole(child, src, bytes, 200) : c.isend(child, src, bytes, 200));
     }
   }
-  if (src != buf) copy_to_output(buf, src, bytes);  // out of place, at the root
+  if (own_copy) copy_to_output(buf, src, bytes);  // out of place, at the root
   for (auto& [p, r] : sends) PODNET_RETURN_IF_ERROR(c.wait_send(r, p));
   return {};
 }
@@ -79,6 +79,8 @@ Status broadcast_chain(Call& c, const void* send, void* buf, size_t count, int r
   if (nchunks > 65535) return c.fail(Status::InvalidArgument("broadcast of {} bytes: too many chunks", bytes));
   std::vector<Request> rr(nchunks), sr;
   const std::byte* from = vr == 0 ? B(send) : B(buf);  // the root sends from its input
+  // Out of place the root copies into its output meanwhile: the next rank copies whole.
+  const bool own_copy = vr == 0 && send != buf;
   if (vr != 0)
     for (size_t k = 0; k < nchunks; ++k) {
       size_t off = k * chunk, len = std::min(chunk, bytes - std::min(bytes, off));
@@ -88,12 +90,10 @@ Status broadcast_chain(Call& c, const void* send, void* buf, size_t count, int r
     size_t off = k * chunk, len = std::min(chunk, bytes - std::min(bytes, off));
     if (vr != 0) PODNET_RETURN_IF_ERROR(c.wait_recv(rr[k], prev, len));
     if (vr == n - 1) continue;
-    // An out-of-place root copies into its output meanwhile: the next rank copies whole.
     const uint32_t step = static_cast<uint32_t>(k);
-    sr.push_back(vr == 0 && send != buf ? c.isend_whole(next, from + off, len, step)
-                                        : c.isend(next, from + off, len, step));
+    sr.push_back(own_copy ? c.isend_whole(next, from + off, len, step) : c.isend(next, from + off, len, step));
   }
-  if (vr == 0 && send != buf) copy_to_output(buf, send, bytes);  // out of place, at the root
+  if (own_copy) copy_to_output(buf, send, bytes);  // out of place, at the root
   for (auto& r : sr) PODNET_RETURN_IF_ERROR(c.wait_send(r, next));
   return {};
 }

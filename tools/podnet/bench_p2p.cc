@@ -365,7 +365,7 @@ Status lat_target(Ctx& c, uint64_t size, int iters, int warm) {
       // ucx_perftest's tag_lat replies from its send buffer (its lines may stay in the
       // initiator's cache). With --echo (and --check, which verifies it at the initiator)
       // the target replies with what it received.
-      PODNET_RETURN_IF_ERROR(c.ep->send(c.o.check || c.o.echo ? in : in + size, size, i).wait(c.tmo));
+      PODNET_RETURN_IF_ERROR(c.ep->send(echoes(c.o) ? in : in + size, size, i).wait(c.tmo));
     } else if (c.op == Op::kWriteNotify) {
       Request n = c.ep->recv_notify();
       PODNET_RETURN_IF_ERROR(n.wait(c.tmo));
@@ -480,7 +480,7 @@ nlohmann::json p2p_json(const P2pOptions& o, const std::vector<P2pRow>& rows, st
   j["hugepages"] = o.hugepages;
   j["alloc"] = o.alloc;
   if (o.mode == "lat") {
-    if (o.op == "send") j["echo"] = o.check || o.echo;
+    if (o.op == "send") j["echo"] = echoes(o);
     j["latency_kind"] = pingpong ? "rtt/2" : "rtt";
     j["timer"] = p2p_timer_name();
   }

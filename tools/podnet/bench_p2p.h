@@ -49,6 +49,8 @@ struct P2pRow {
 // Runs the benchmark on every rank (ranks other than 0 and 1 idle). Rank 0 returns the rows.
 // Latency mode: send, write_notify and write are ping-pongs (RTT/2); read is the RTT.
 inline bool is_pingpong(const P2pOptions& o) { return o.op != "read"; }
+// The send ping-pong's target replies with the payload it received (--echo; --check verifies it).
+inline bool echoes(const P2pOptions& o) { return o.check || o.echo; }
 Result<std::vector<P2pRow>> run_p2p(World& world, const P2pOptions& o);
 // The benchmark between this rank and `peer`, which must run the same call with `initiator`
 // the other way round. The initiator returns the rows.
