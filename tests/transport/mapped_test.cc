@@ -13,6 +13,7 @@
 #include "pair.h"
 #include "transport/mapped_memory.h"
 #include "transport/registry.h"
+#include "transport/shm/endpoint.h"
 
 namespace podnet::testing {
 namespace {
@@ -77,19 +78,91 @@ TEST(AllocatedMemory, WritesAndReadsLandIntactOnBothPaths) {
     std::memcpy(src.data() + 3, pat.data(), std::min(len, kLen - 3));
     const size_t n = std::min(len, kLen - 3);
     Request w = p.ab->write(src, 3, key, off, n);
-    if (mapped) {
+    // Below the split threshold (PODNET_SHM_SPLIT_MIN, 64 KiB) a mapped copy is the caller's
+    // alone; larger ones may be shared with the target (SharedCopiesUseBothMappings).
+    const bool whole = n < (64u << 10);
+    if (mapped && whole) {
       EXPECT_TRUE(w.done()) << "a mapped write is complete when write() returns (" << n << " bytes)";
     }
     ASSERT_TRUE(w.wait(kWait).ok()) << w.wait(kWait).to_string();
     ASSERT_EQ(std::memcmp(dst.data() + off, pat.data(), n), 0) << n << " bytes at " << off;
     std::memset(back.data(), 0, n);
     Request r = p.ab->read(back, 0, key, off, n);
-    if (mapped) {
+    if (mapped && whole) {
       EXPECT_TRUE(r.done());
     }
     ASSERT_TRUE(r.wait(kWait).ok()) << r.wait(kWait).to_string();
     ASSERT_EQ(std::memcmp(back.data(), pat.data(), n), 0) << n << " bytes read back";
   }
+}
+
+// The child of SharedCopiesUseBothMappings (split knobs set by the parent): once each side
+// has mapped the other's region, every write and read between two allocated regions from
+// the split threshold is copied half by each side through its mapping (a read's only where
+// the initiator's region grants remote writes: the target writes into it); a write from
+// registered memory and a read into a region without remote rights stay the caller's whole
+// copy. Prints the counts.
+int shared_copies_child() {
+  Pair p = Pair::make();
+  if (!over_mapped_shm(p)) return 4;
+  constexpr size_t kLen = 4 << 20;
+  auto src = p.a->allocate_memory(kLen, Access::kNone).value();
+  auto back = p.a->allocate_memory(kLen, Access::kRemoteWrite).value();
+  auto dst = p.b->allocate_memory(kLen, Access::kRemoteReadWrite).value();
+  const RemoteKey key = dst.remote_key();
+  bool ok = learn_mapping(p, src, key, 8);
+  // The target learns the initiator's regions from the first shared copies (they fall back
+  // to cross-memory attach until then).
+  for (int i = 0; i < 200 && ok; ++i) {
+    const uint64_t before = shm::ShmEndpoint::own_key_copies();
+    ok = p.ab->write(src, 0, key, 0, 1 << 20).wait(kWait).ok() && p.ab->read(back, 0, key, 0, 1 << 20).wait(kWait).ok();
+    if (shm::ShmEndpoint::own_key_copies() - before == 2) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  const uint64_t pushes = shm::ShmEndpoint::split_pushes(), copies = shm::ShmEndpoint::own_key_copies();
+  uint32_t seed = 90;
+  for (size_t len : {size_t{64} << 10, size_t{(1 << 20) + 5}, kLen - 4099}) {
+    const size_t off = (kLen - len) / 2 + 1;
+    auto pat = pattern(len, seed++);
+    std::memcpy(src.data() + 3, pat.data(), len);
+    ok = ok && p.ab->write(src, 3, key, off, len).wait(kWait).ok() &&
+         std::memcmp(dst.data() + off, pat.data(), len) == 0;
+    std::memset(back.data(), 0, kLen);
+    ok =
+        ok && p.ab->read(back, 5, key, off, len).wait(kWait).ok() && std::memcmp(back.data() + 5, pat.data(), len) == 0;
+  }
+  const uint64_t shared = shm::ShmEndpoint::split_pushes() - pushes;
+  const uint64_t through = shm::ShmEndpoint::own_key_copies() - copies;
+  // Registered (not allocated) memory: the target cannot map it.
+  std::vector<std::byte> heap = pattern(1 << 20, 7);
+  auto reg = p.a->register_memory(heap.data(), heap.size(), Access::kNone).value();
+  Request w = p.ab->write(reg, 0, key, 0, heap.size());
+  bool whole_done = w.done();
+  ok = ok && w.wait(kWait).ok() && std::memcmp(dst.data(), heap.data(), heap.size()) == 0;
+  std::memset(src.data(), 0, heap.size());
+  Request r = p.ab->read(src, 0, key, 0, heap.size());  // src grants the peer nothing
+  whole_done = whole_done && r.done();
+  ok = ok && r.wait(kWait).ok() && std::memcmp(src.data(), heap.data(), heap.size()) == 0;
+  std::fprintf(stderr, "shared %llu through %llu whole %d unshared %llu intact %d\n",
+               static_cast<unsigned long long>(shared), static_cast<unsigned long long>(through), whole_done,
+               static_cast<unsigned long long>(shm::ShmEndpoint::split_pushes() - pushes - shared), ok);
+  return ok ? 0 : 3;
+}
+
+TEST(AllocatedMemoryDeathTest, SharedCopiesUseBothMappings) {
+  const char* t = std::getenv("PODNET_TRANSPORT");
+  if (t != nullptr && std::string(t) != "auto" && std::string(t) != "shm") GTEST_SKIP() << "this run is not over shm";
+  if (const char* cma = std::getenv("PODNET_SHM_CMA"); cma != nullptr && std::string(cma) == "0")
+    GTEST_SKIP() << "cross-memory attach is off in this run (PODNET_SHM_CMA=0): nothing is mapped";
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  // The same threshold crowded or not, so that the machine's load does not decide.
+  ::setenv("PODNET_SHM_SPLIT_MIN", "64K", 1);
+  ::setenv("PODNET_SHM_SPLIT_CROWDED", "64K", 1);
+  // Three writes and three reads, each shared, the target's half through its mapping each time.
+  EXPECT_EXIT(std::exit(shared_copies_child()), ::testing::ExitedWithCode(0),
+              "shared 6 through 6 whole 1 unshared 0 intact 1");
+  ::unsetenv("PODNET_SHM_SPLIT_MIN");
+  ::unsetenv("PODNET_SHM_SPLIT_CROWDED");
 }
 
 // Rendezvous sends out of allocated memory (over shm the receiver copies them out of its

@@ -136,7 +136,10 @@ void ShmEndpoint::on_cts(const RecHdr& h) {
   if (h.aux > h.len || h.len != op.len) {
     st = Status::Protocol("bad split from the peer: [{}, {}) of a {}-byte operation", h.aux, h.len, op.len);
   } else {
-    st = cross_copy(peer_pid_.load(), op.dst + h.aux, h.addr + h.aux, h.len - h.aux, /*into_peer=*/!op.read);
+    // A write's or read's region that the peer allocated and this side mapped (kCts key): a
+    // memcpy; otherwise cross-memory attach.
+    if (!copy_mapped_now(h.key, h.addr + h.aux, op.dst + h.aux, h.len - h.aux, op.read))
+      st = cross_copy(peer_pid_.load(), op.dst + h.aux, h.addr + h.aux, h.len - h.aux, /*into_peer=*/!op.read);
     g_split_pushes.fetch_add(1, std::memory_order_relaxed);
   }
   if (is_send) op.req->part_done(st.ok() ? st : op_failure(*op.req, st));
@@ -161,6 +164,8 @@ void ShmEndpoint::on_write(const RecHdr& h) {
     auto* dst = reinterpret_cast<std::byte*>(h.addr);
     if (h.type == Rec::kWrite) {
       if (h.plen > 0 && h.aux + h.plen <= h.len) copy_part_to_output(dst + h.aux, payload(&h), h.plen, h.len);
+    } else if (auto m = initiator_mapping(h, h.aux, h.len)) {
+      copy_to_output(dst, m->at(h.aux), h.len);
     } else {
       st = cross_copy(peer_pid_.load(), dst, h.aux, h.len, /*into_peer=*/false);
     }
@@ -184,7 +189,11 @@ void ShmEndpoint::on_read(const RecHdr& h) {
   auto* src = reinterpret_cast<std::byte*>(h.addr);
   if (ch->cma() && (h.flags & kSplit)) return start_split(h, std::move(pin).value());
   if (ch->cma() && h.len > transport_->options().eager_max) {
-    Status st = cross_copy(peer_pid_.load(), src, h.aux, h.len, /*into_peer=*/true);
+    Status st;
+    if (auto m = initiator_mapping(h, h.aux, h.len))
+      copy_to_output(m->at(h.aux), src, h.len);
+    else
+      st = cross_copy(peer_pid_.load(), src, h.aux, h.len, /*into_peer=*/true);
     pin->release();
     reply(h, Rec::kAck, st, kLast);
     return;
@@ -214,13 +223,23 @@ void ShmEndpoint::start_split(const RecHdr& h, detail::RegionPin pin) {
     OutOp cts;
     cts.hdr.type = Rec::kCts;
     cts.hdr.seq = h.seq;
+    cts.hdr.key = h.key;  // the initiator may have mapped the region (allocated memory)
     cts.hdr.addr = h.addr;
     cts.hdr.len = h.len;
     cts.hdr.aux = half;
     post(*ch, std::move(cts));
   }
   auto* region = reinterpret_cast<std::byte*>(h.addr);
-  Status st = cross_copy(peer_pid_.load(), region, h.aux, std::min<size_t>(half, h.len), /*into_peer=*/read);
+  const size_t mine = std::min<size_t>(half, h.len);
+  Status st;
+  if (auto m = initiator_mapping(h, h.aux, mine)) {
+    if (read)
+      copy_to_output(m->at(h.aux), region, mine);
+    else
+      copy_to_output(region, m->at(h.aux), mine);
+  } else {
+    st = cross_copy(peer_pid_.load(), region, h.aux, mine, /*into_peer=*/read);
+  }
   split_part_done(h.seq, st);
 }
 

@@ -124,7 +124,11 @@ ShmEndpoint::Req ShmEndpoint::write(const detail::RegionState& local, size_t loc
   Channel* ch = out_raw_.load(std::memory_order_acquire);
   if (!ch) return failed_request(name, Status::Unavailable("not connected"));
   const std::byte* src = local.base + local_off;
-  if (imm == nullptr) {
+  const bool own_key = carries_own_key(*ch, local, len, /*read=*/false);
+  // Both regions allocated: a copy large enough to split is shared, both sides copying a half
+  // through their mappings, rather than copied here whole.
+  const bool split_mapped = own_key && transport_->split(len) && (remote.key & detail::kMappableKeyBit) != 0;
+  if (imm == nullptr && !split_mapped) {
     if (Req r = copy_mapped(*ch, name, remote.key, remote.addr + remote_off, const_cast<std::byte*>(src), len, false))
       return r;
   }
@@ -145,6 +149,7 @@ ShmEndpoint::Req ShmEndpoint::write(const detail::RegionState& local, size_t loc
     op.hdr.type = Rec::kWriteCma;
     op.hdr.aux = reinterpret_cast<uint64_t>(src);
     if (ch->cma_push() && transport_->split(len)) op.hdr.flags |= kSplit;
+    if (own_key) attach_own_key(op, local.key);
   } else {
     op.hdr.type = Rec::kWrite;
     op.src = src;
@@ -160,7 +165,11 @@ ShmEndpoint::Req ShmEndpoint::read(const detail::RegionState& local, size_t loca
   Channel* ch = out_raw_.load(std::memory_order_acquire);
   if (!ch) return failed_request("read", Status::Unavailable("not connected"));
   std::byte* dst = local.base + local_off;
-  if (Req r = copy_mapped(*ch, "read", remote.key, remote.addr + remote_off, dst, len, true)) return r;
+  const bool own_key = carries_own_key(*ch, local, len, /*read=*/true);
+  const bool split_mapped = own_key && transport_->split(len) && (remote.key & detail::kMappableKeyBit) != 0;
+  if (!split_mapped) {
+    if (Req r = copy_mapped(*ch, "read", remote.key, remote.addr + remote_off, dst, len, true)) return r;
+  }
   auto req = new_request("read");
   req->bytes = len;
   if (Status why = track(req->seq(), Op{req, dst, len, /*read=*/true}); !why.ok()) {
@@ -175,6 +184,7 @@ ShmEndpoint::Req ShmEndpoint::read(const detail::RegionState& local, size_t loca
   op.hdr.len = len;
   op.hdr.aux = reinterpret_cast<uint64_t>(dst);
   if (ch->ready() && ch->cma_push() && transport_->split(len)) op.hdr.flags |= kSplit;
+  if (own_key) attach_own_key(op, local.key);
   post(*ch, std::move(op));
   return req;
 }

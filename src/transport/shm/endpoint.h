@@ -33,7 +33,13 @@
 //              descriptor, which the initiator takes with pidfd_getfd and maps (mapped.cc).
 //              From then on the operation is a memcpy in the caller's thread, complete when
 //              write()/read() returns, while no ring one-sided operation is in flight (so
-//              operations still land in the order they were posted).
+//              operations still land in the order they were posted). When the local buffer
+//              is allocated memory too and the copy is large enough to split, it goes on the
+//              ring as a split instead (kWriteCma / kRead with kOwnKey: the initiator's region
+//              key): the target copies its half through its mapping of the initiator's
+//              region, the initiator its half through its mapping of the target's (the kCts
+//              carries the key): two memcpys at once. Any kOwnKey record lets the target use
+//              that mapping in place of cross-memory attach (a write_notify too).
 #pragma once
 
 #include <atomic>
@@ -60,6 +66,9 @@ class ShmEndpoint : public detail::TransportEndpoint, public std::enable_shared_
   // Halves of split copies that initiators in this process have copied (tests: which
   // transfers split).
   static uint64_t split_pushes() noexcept;
+  // Copies that targets in this process made through their mapping of the initiator's own
+  // region (kOwnKey) instead of with cross-memory attach (tests).
+  static uint64_t own_key_copies() noexcept;
 
   Result<std::shared_ptr<Channel>> start_outgoing();  // nullptr when already started
   Status attach_incoming(std::shared_ptr<Channel> c);
@@ -157,6 +166,13 @@ class ShmEndpoint : public detail::TransportEndpoint, public std::enable_shared_
   // The mapping of `key` when it is learned, live, and [addr, addr + len) lies inside it with
   // `need`; else null (copy_mapped_now, view_mapped).
   std::shared_ptr<detail::PeerMapping> usable_mapping(uint64_t key, uint64_t addr, size_t len, Access need);
+  // kOwnKey (ring.h): whether a cross-memory write or read of `len` bytes from or into the
+  // `local` region tells the target its key; attach_own_key() adds it to the
+  // record. At the target, initiator_mapping() is this side's mapping of that region when it
+  // covers [addr, addr+len) (null until learned, or without kOwnKey).
+  bool carries_own_key(const Channel& ch, const detail::RegionState& local, size_t len, bool read) const;
+  static void attach_own_key(OutOp& op, uint64_t local_key);
+  std::shared_ptr<detail::PeerMapping> initiator_mapping(const RecHdr& h, uint64_t addr, size_t len);
   // The operation as a memcpy through the mapping of the peer's region `key`; null when it
   // must take the ring instead (not an allocated region, not mapped yet, or an earlier
   // operation still on the ring).

@@ -4,6 +4,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <vector>
@@ -16,6 +17,8 @@
 
 namespace podnet::shm {
 namespace {
+
+std::atomic<uint64_t> g_own_key_copies{0};
 
 // One copy between this process's memory and its mapping of a peer's region.
 void copy_through(const detail::PeerMapping& m, uint64_t addr, void* local, size_t len, bool read) {
@@ -85,6 +88,32 @@ ShmEndpoint::Req ShmEndpoint::copy_mapped(Channel& ch, const char* name, uint64_
   req->complete(Status::Ok());
   return req;
 }
+
+bool ShmEndpoint::carries_own_key(const Channel& ch, const detail::RegionState& local, size_t len, bool read) const {
+  // A read's target writes into the initiator's region: its mapping there is writable only
+  // where the region grants remote writes (PeerMapping::map).
+  return (local.key & detail::kMappableKeyBit) != 0 && (!read || has_access(local.access, Access::kRemoteWrite)) &&
+         transport_->options().map && ch.ready() && ch.cma() && ch.cma_push() && len > transport_->options().eager_max;
+}
+
+void ShmEndpoint::attach_own_key(OutOp& op, uint64_t local_key) {
+  op.hdr.flags |= kOwnKey;
+  op.owned.assign(reinterpret_cast<const char*>(&local_key), sizeof local_key);
+  op.len = op.owned.size();
+}
+
+std::shared_ptr<detail::PeerMapping> ShmEndpoint::initiator_mapping(const RecHdr& h, uint64_t addr, size_t len) {
+  if ((h.flags & kOwnKey) == 0 || h.plen != sizeof(uint64_t)) return nullptr;
+  uint64_t key;
+  std::memcpy(&key, payload(&h), sizeof key);
+  // The initiator's own buffer of its own operation: a write's source needs no rights; a
+  // read's destination must be writable through the mapping.
+  auto m = usable_mapping(key, addr, len, h.type == Rec::kRead ? Access::kRemoteWrite : Access::kNone);
+  if (m) g_own_key_copies.fetch_add(1, std::memory_order_relaxed);  // the caller copies through it
+  return m;
+}
+
+uint64_t ShmEndpoint::own_key_copies() noexcept { return g_own_key_copies.load(std::memory_order_relaxed); }
 
 std::shared_ptr<detail::PeerMapping> ShmEndpoint::usable_mapping(uint64_t key, uint64_t addr, size_t len, Access need) {
   if ((key & detail::kMappableKeyBit) == 0) return nullptr;

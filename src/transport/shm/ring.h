@@ -59,7 +59,10 @@ enum class Rec : uint8_t {
 // kRing (on kRts and its kCts): no cross-memory attach; once the receive is posted the payload
 // follows through the ring (kRdvData), straight into it.
 // kBulk: the payload is in the bulk area (see above).
-enum RecFlags : uint8_t { kFirst = 1, kLast = 2, kNotify = 4, kSplit = 8, kRing = 16, kBulk = 32 };
+// kOwnKey (on kWriteCma and kRead): an 8-byte payload, the key of the initiator's own region
+// (the write's source, the read's destination), which podnet allocated: the target may copy
+// its part through a mapping of it (memcpy) instead of with cross-memory attach.
+enum RecFlags : uint8_t { kFirst = 1, kLast = 2, kNotify = 4, kSplit = 8, kRing = 16, kBulk = 32, kOwnKey = 64 };
 
 // Payloads at least this large go to the bulk area when the channel has one.
 inline constexpr size_t kBulkMin = 4096;
