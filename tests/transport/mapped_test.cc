@@ -120,6 +120,7 @@ int shared_copies_child() {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   const uint64_t pushes = shm::ShmEndpoint::split_pushes(), copies = shm::ShmEndpoint::own_key_copies();
+  const uint64_t mapped_before = shm::ShmEndpoint::mapped_pushes();
   uint32_t seed = 90;
   for (size_t len : {size_t{64} << 10, size_t{(1 << 20) + 5}, kLen - 4099}) {
     const size_t off = (kLen - len) / 2 + 1;
@@ -132,7 +133,35 @@ int shared_copies_child() {
         ok && p.ab->read(back, 5, key, off, len).wait(kWait).ok() && std::memcmp(back.data() + 5, pat.data(), len) == 0;
   }
   const uint64_t shared = shm::ShmEndpoint::split_pushes() - pushes;
+  const uint64_t mapped = shm::ShmEndpoint::mapped_pushes() - mapped_before;
   const uint64_t through = shm::ShmEndpoint::own_key_copies() - copies;
+  // Sends out of allocated memory: into an allocated receive buffer the peer may write,
+  // shared through both mappings (after the receiver has learned the sender's region and the
+  // sender the receiver's); into a heap buffer, the receiver's pull alone.
+  auto inbox = p.b->allocate_memory(kLen, Access::kRemoteWrite).value();
+  std::vector<std::byte> heap_in(kLen);
+  auto send_once = [&](void* into, size_t len, uint32_t pattern_seed) {
+    auto pat = pattern(len, pattern_seed);
+    std::memcpy(src.data() + 1, pat.data(), len);
+    Request r = p.ba->recv(into, len, 9);
+    return p.ab->send(src.data() + 1, len, 9).wait(kWait).ok() && r.wait(kWait).ok() &&
+           std::memcmp(into, pat.data(), len) == 0;
+  };
+  for (int i = 0; i < 200 && ok; ++i) {
+    const uint64_t before = shm::ShmEndpoint::mapped_pushes();
+    ok = send_once(inbox.data(), 1 << 20, 200 + i);
+    if (shm::ShmEndpoint::mapped_pushes() - before == 1) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  uint64_t sp = shm::ShmEndpoint::split_pushes(), mp = shm::ShmEndpoint::mapped_pushes();
+  for (size_t len : {size_t{64} << 10, size_t{(1 << 20) + 5}, kLen - 4099})
+    ok = ok && send_once(inbox.data() + 7, len, seed++);
+  const uint64_t sends_shared = shm::ShmEndpoint::split_pushes() - sp,
+                 sends_mapped = shm::ShmEndpoint::mapped_pushes() - mp;
+  sp = shm::ShmEndpoint::split_pushes();
+  for (size_t len : {size_t{64} << 10, size_t{(1 << 20) + 5}}) ok = ok && send_once(heap_in.data(), len, seed++);
+  const uint64_t heap_shared = shm::ShmEndpoint::split_pushes() - sp;
+  const uint64_t pushes2 = shm::ShmEndpoint::split_pushes();
   // Registered (not allocated) memory: the target cannot map it.
   std::vector<std::byte> heap = pattern(1 << 20, 7);
   auto reg = p.a->register_memory(heap.data(), heap.size(), Access::kNone).value();
@@ -143,9 +172,12 @@ int shared_copies_child() {
   Request r = p.ab->read(src, 0, key, 0, heap.size());  // src grants the peer nothing
   whole_done = whole_done && r.done();
   ok = ok && r.wait(kWait).ok() && std::memcmp(src.data(), heap.data(), heap.size()) == 0;
-  std::fprintf(stderr, "shared %llu through %llu whole %d unshared %llu intact %d\n",
-               static_cast<unsigned long long>(shared), static_cast<unsigned long long>(through), whole_done,
-               static_cast<unsigned long long>(shm::ShmEndpoint::split_pushes() - pushes - shared), ok);
+  std::fprintf(stderr,
+               "shared %llu mapped %llu through %llu sends %llu/%llu heap %llu whole %d unshared %llu intact %d\n",
+               static_cast<unsigned long long>(shared), static_cast<unsigned long long>(mapped),
+               static_cast<unsigned long long>(through), static_cast<unsigned long long>(sends_shared),
+               static_cast<unsigned long long>(sends_mapped), static_cast<unsigned long long>(heap_shared), whole_done,
+               static_cast<unsigned long long>(shm::ShmEndpoint::split_pushes() - pushes2), ok);
   return ok ? 0 : 3;
 }
 
@@ -158,9 +190,11 @@ TEST(AllocatedMemoryDeathTest, SharedCopiesUseBothMappings) {
   // The same threshold crowded or not, so that the machine's load does not decide.
   ::setenv("PODNET_SHM_SPLIT_MIN", "64K", 1);
   ::setenv("PODNET_SHM_SPLIT_CROWDED", "64K", 1);
-  // Three writes and three reads, each shared, the target's half through its mapping each time.
+  // Three writes and three reads, each shared, both halves through mappings each time; three
+  // sends shared the same way, two into a heap buffer not shared; the registered write and
+  // the read into a region without remote rights whole.
   EXPECT_EXIT(std::exit(shared_copies_child()), ::testing::ExitedWithCode(0),
-              "shared 6 through 6 whole 1 unshared 0 intact 1");
+              "shared 6 mapped 6 through 6 sends 3/3 heap 0 whole 1 unshared 0 intact 1");
   ::unsetenv("PODNET_SHM_SPLIT_MIN");
   ::unsetenv("PODNET_SHM_SPLIT_CROWDED");
 }

@@ -12,9 +12,11 @@
 namespace podnet::shm {
 namespace {
 std::atomic<uint64_t> g_split_pushes{0};
+std::atomic<uint64_t> g_mapped_pushes{0};
 }  // namespace
 
 uint64_t ShmEndpoint::split_pushes() noexcept { return g_split_pushes.load(std::memory_order_relaxed); }
+uint64_t ShmEndpoint::mapped_pushes() noexcept { return g_mapped_pushes.load(std::memory_order_relaxed); }
 
 void ShmEndpoint::pull_rendezvous(detail::PostedRecv recv, uint64_t seq, size_t len, uint64_t tag, bool split) {
   RtsSource from;
@@ -64,9 +66,13 @@ void ShmEndpoint::pull_rendezvous(detail::PostedRecv recv, uint64_t seq, size_t 
       mapped.reset();
   }
   size_t mine = len;
+  // A receive buffer in memory this side allocated, which the peer may write: the sender can
+  // copy its half through its mapping of it (kCts key), so a mapped pull is shared too.
+  const uint64_t recv_key = split && mapped ? writable_allocated_key(recv.buf, len) : 0;
   if (split) {
-    // The sender pushes [mine, len) while we pull [0, mine).
-    if (!mapped) mine = (len / 2 + 4095) & ~size_t{4095};
+    // The sender pushes [mine, len) while we pull [0, mine); after a mapped pull alone
+    // (mine = len) it pushes nothing.
+    if (!mapped || recv_key != 0) mine = (len / 2 + 4095) & ~size_t{4095};
     recv.req->set_parts(2);
     {
       std::lock_guard lk(mu_);
@@ -74,6 +80,7 @@ void ShmEndpoint::pull_rendezvous(detail::PostedRecv recv, uint64_t seq, size_t 
     }
     RecHdr cts{};
     cts.seq = seq;
+    cts.key = recv_key;
     cts.addr = reinterpret_cast<uint64_t>(recv.buf);
     cts.len = len;
     cts.aux = mine;
@@ -136,11 +143,16 @@ void ShmEndpoint::on_cts(const RecHdr& h) {
   if (h.aux > h.len || h.len != op.len) {
     st = Status::Protocol("bad split from the peer: [{}, {}) of a {}-byte operation", h.aux, h.len, op.len);
   } else {
-    // A write's or read's region that the peer allocated and this side mapped (kCts key): a
-    // memcpy; otherwise cross-memory attach.
-    if (!copy_mapped_now(h.key, h.addr + h.aux, op.dst + h.aux, h.len - h.aux, op.read))
-      st = cross_copy(peer_pid_.load(), op.dst + h.aux, h.addr + h.aux, h.len - h.aux, /*into_peer=*/!op.read);
-    g_split_pushes.fetch_add(1, std::memory_order_relaxed);
+    // A region that the peer allocated and this side mapped (kCts key: a write's or read's
+    // target region, a receive buffer): a memcpy; otherwise cross-memory attach.
+    const size_t n = h.len - h.aux;
+    if (n > 0) {
+      if (copy_mapped_now(h.key, h.addr + h.aux, op.dst + h.aux, n, op.read))
+        g_mapped_pushes.fetch_add(1, std::memory_order_relaxed);
+      else
+        st = cross_copy(peer_pid_.load(), op.dst + h.aux, h.addr + h.aux, n, /*into_peer=*/!op.read);
+      g_split_pushes.fetch_add(1, std::memory_order_relaxed);
+    }
   }
   if (is_send) op.req->part_done(st.ok() ? st : op_failure(*op.req, st));
   if (Channel* ch = out_raw_.load(std::memory_order_acquire)) {

@@ -12,7 +12,10 @@
 //              larger: kRts; once a receive matches, the receiver pulls the payload with
 //              process_vm_readv straight into the receive buffer and replies kFin. When the
 //              payload lies in memory the sender allocated (kRts imm = the region's key) and
-//              the receiver mapped that region (see mapped), the pull is a memcpy.
+//              the receiver mapped that region (see mapped), the pull is a memcpy; a split
+//              one then pulls it all, unless the receive buffer lies in memory the receiver
+//              allocated with remote-write rights (its kCts carries that key), which the
+//              sender pushes its half into through its own mapping.
 //              From PODNET_SHM_SPLIT_MIN (PODNET_SHM_SPLIT_CROWDED while the host is
 //              crowded: ShmTransport::split), when each side may write the other's memory
 //              (kSplit): the receiver replies kCts with its buffer, then pulls the first half
@@ -66,6 +69,8 @@ class ShmEndpoint : public detail::TransportEndpoint, public std::enable_shared_
   // Halves of split copies that initiators in this process have copied (tests: which
   // transfers split).
   static uint64_t split_pushes() noexcept;
+  // Of those, the halves copied through a mapping of the peer's allocated memory.
+  static uint64_t mapped_pushes() noexcept;
   // Copies that targets in this process made through their mapping of the initiator's own
   // region (kOwnKey) instead of with cross-memory attach (tests).
   static uint64_t own_key_copies() noexcept;
@@ -173,6 +178,9 @@ class ShmEndpoint : public detail::TransportEndpoint, public std::enable_shared_
   bool carries_own_key(const Channel& ch, const detail::RegionState& local, size_t len, bool read) const;
   static void attach_own_key(OutOp& op, uint64_t local_key);
   std::shared_ptr<detail::PeerMapping> initiator_mapping(const RecHdr& h, uint64_t addr, size_t len);
+  // The key of the region this side allocated that holds [buf, buf+len), when it grants
+  // remote writes (a peer's mapping of it is writable); else 0.
+  uint64_t writable_allocated_key(const void* buf, size_t len);
   // The operation as a memcpy through the mapping of the peer's region `key`; null when it
   // must take the ring instead (not an allocated region, not mapped yet, or an earlier
   // operation still on the ring).

@@ -102,6 +102,14 @@ void ShmEndpoint::attach_own_key(OutOp& op, uint64_t local_key) {
   op.len = op.owned.size();
 }
 
+uint64_t ShmEndpoint::writable_allocated_key(const void* buf, size_t len) {
+  if (!transport_->options().map) return 0;
+  const uint64_t key = transport_->registry().allocated_key(buf, len);
+  if (key == 0) return 0;
+  auto region = transport_->registry().find(key);
+  return region && has_access(region->access, Access::kRemoteWrite) ? key : 0;
+}
+
 std::shared_ptr<detail::PeerMapping> ShmEndpoint::initiator_mapping(const RecHdr& h, uint64_t addr, size_t len) {
   if ((h.flags & kOwnKey) == 0 || h.plen != sizeof(uint64_t)) return nullptr;
   uint64_t key;
