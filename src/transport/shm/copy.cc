@@ -1,10 +1,12 @@
 // The target side of one-sided operations and the large-payload copies of shm: checks at the
 // target, cross-memory copies, and the split copies that both sides share (endpoint.h).
+#include "base/copy.h"
+
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <vector>
 
-#include "base/copy.h"
 #include "base/log.h"
 #include "transport/shm/endpoint.h"
 #include "transport/shm/transport.h"
@@ -184,9 +186,7 @@ void ShmEndpoint::on_write(const RecHdr& h) {
     pin->release();
   }
   bool last = h.type == Rec::kWriteCma || (h.flags & kLast);
-  if (last && st.ok() && (h.flags & kNotify)) {
-    if (auto req = matcher_.notify_incoming(h.imm)) req->complete(Status::Ok());
-  }
+  if (last && st.ok() && (h.flags & kNotify)) notify_in_order(h.imm);
   if (last || !st.ok()) reply(h, Rec::kAck, st, last ? kLast : 0);
 }
 
@@ -229,6 +229,7 @@ void ShmEndpoint::start_split(const RecHdr& h, detail::RegionPin pin) {
     SplitOp& op = split_ops_[h.seq];
     op.pin = std::make_shared<detail::RegionPin>(std::move(pin));
     op.hdr = h;
+    if (!read) op.arrival = arrive_split();
   }
   // The initiator copies [half, len) of the region at h.addr (write: into it; read: out of it).
   if (Channel* ch = in_raw_.load(std::memory_order_acquire)) {
@@ -268,10 +269,45 @@ void ShmEndpoint::split_part_done(uint64_t seq, const Status& st) {
   }
   op.pin.reset();  // both halves are copied: the region may be deregistered
   Status result = op.first_error;
-  if (result.ok() && op.hdr.type != Rec::kRead && (op.hdr.flags & kNotify)) {
-    if (auto req = matcher_.notify_incoming(op.hdr.imm)) req->complete(Status::Ok());
-  }
+  if (op.hdr.type != Rec::kRead)
+    placed_split(op.arrival, result.ok() && (op.hdr.flags & kNotify) ? &op.hdr.imm : nullptr);
   reply(op.hdr, Rec::kAck, result, kLast);
+}
+
+uint64_t ShmEndpoint::arrive_split() {
+  std::lock_guard lk(order_mu_);
+  const uint64_t n = write_arrivals_++;
+  unplaced_.insert(n);
+  return n;
+}
+
+void ShmEndpoint::notify_in_order(uint64_t imm) {
+  std::shared_ptr<detail::RequestState> now;
+  {
+    std::lock_guard lk(order_mu_);
+    const uint64_t n = write_arrivals_++;
+    // With no split write in flight nothing is held either (each held one waits behind one).
+    if (unplaced_.empty())
+      now = matcher_.notify_incoming(imm);
+    else
+      held_notify_.emplace(n, imm);
+  }
+  if (now) now->complete(Status::Ok());
+}
+
+void ShmEndpoint::placed_split(uint64_t arrival, const uint64_t* imm) {
+  std::vector<std::shared_ptr<detail::RequestState>> ready;
+  {
+    std::lock_guard lk(order_mu_);
+    unplaced_.erase(arrival);
+    if (imm != nullptr) held_notify_.emplace(arrival, *imm);
+    // In arrival order, every notification that no unplaced write precedes any more.
+    while (!held_notify_.empty() && (unplaced_.empty() || held_notify_.begin()->first < *unplaced_.begin())) {
+      if (auto req = matcher_.notify_incoming(held_notify_.begin()->second)) ready.push_back(std::move(req));
+      held_notify_.erase(held_notify_.begin());
+    }
+  }
+  for (auto& r : ready) r->complete(Status::Ok());
 }
 
 }  // namespace podnet::shm

@@ -46,9 +46,11 @@
 #pragma once
 
 #include <atomic>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <unordered_map>
 
@@ -128,6 +130,7 @@ class ShmEndpoint : public detail::TransportEndpoint, public std::enable_shared_
     RecHdr hdr{};
     int parts = 2;
     Status first_error;
+    uint64_t arrival = 0;  // a write's place in the order of writes (arrive_split)
   };
   // The eager message whose fragments are arriving on the incoming channel.
   struct Incoming {
@@ -216,6 +219,18 @@ class ShmEndpoint : public detail::TransportEndpoint, public std::enable_shared_
   // Split rendezvous receives waiting for the sender's half (kPushDone).
   std::unordered_map<uint64_t, std::shared_ptr<detail::RequestState>> split_recvs_;
   std::unordered_map<uint64_t, SplitOp> split_ops_;  // split writes and reads (target side)
+
+  // Placement order at the target (copy.cc): a notification is delivered only once every
+  // write that arrived before it is in place, as over an RC queue pair. A split write is in
+  // place only when the initiator's half is too (kPushDone), so a notification that arrives
+  // behind one waits in held_notify_, and they all keep their order.
+  uint64_t arrive_split();                                   // numbers a split write, not yet in place
+  void placed_split(uint64_t arrival, const uint64_t* imm);  // imm: its notification, if any
+  void notify_in_order(uint64_t imm);                        // a write placed on arrival, with a notification
+  std::mutex order_mu_;
+  uint64_t write_arrivals_ = 0;
+  std::set<uint64_t> unplaced_;               // split writes waiting for a half
+  std::map<uint64_t, uint64_t> held_notify_;  // arrival -> immediate; each behind an unplaced write
   // Ring rendezvous receives (kRing), by the send's seq, while its kRdvData fragments arrive.
   struct RingRecv {
     std::byte* buf = nullptr;
