@@ -274,15 +274,23 @@ void ShmEndpoint::split_part_done(uint64_t seq, const Status& st) {
   reply(op.hdr, Rec::kAck, result, kLast);
 }
 
+// These run while the incoming channel is consumed (its records, kPushDone among them), one
+// thread at a time (Channel::consume), so a notification with no split write in flight
+// needs no lock: the common case.
 uint64_t ShmEndpoint::arrive_split() {
   std::lock_guard lk(order_mu_);
   const uint64_t n = write_arrivals_++;
   unplaced_.insert(n);
+  unplaced_count_.store(unplaced_.size(), std::memory_order_relaxed);
   return n;
 }
 
 void ShmEndpoint::notify_in_order(uint64_t imm) {
   std::shared_ptr<detail::RequestState> now;
+  if (unplaced_count_.load(std::memory_order_relaxed) == 0) {
+    if ((now = matcher_.notify_incoming(imm))) now->complete(Status::Ok());
+    return;
+  }
   {
     std::lock_guard lk(order_mu_);
     const uint64_t n = write_arrivals_++;
@@ -300,6 +308,7 @@ void ShmEndpoint::placed_split(uint64_t arrival, const uint64_t* imm) {
   {
     std::lock_guard lk(order_mu_);
     unplaced_.erase(arrival);
+    unplaced_count_.store(unplaced_.size(), std::memory_order_relaxed);
     if (imm != nullptr) held_notify_.emplace(arrival, *imm);
     // In arrival order, every notification that no unplaced write precedes any more.
     while (!held_notify_.empty() && (unplaced_.empty() || held_notify_.begin()->first < *unplaced_.begin())) {

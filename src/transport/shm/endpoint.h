@@ -230,6 +230,7 @@ class ShmEndpoint : public detail::TransportEndpoint, public std::enable_shared_
   std::mutex order_mu_;
   uint64_t write_arrivals_ = 0;
   std::set<uint64_t> unplaced_;               // split writes waiting for a half
+  std::atomic<size_t> unplaced_count_{0};     // its size, read without the lock
   std::map<uint64_t, uint64_t> held_notify_;  // arrival -> immediate; each behind an unplaced write
   // Ring rendezvous receives (kRing), by the send's seq, while its kRdvData fragments arrive.
   struct RingRecv {
