@@ -1,12 +1,11 @@
 // The target side of one-sided operations and the large-payload copies of shm: checks at the
 // target, cross-memory copies, and the split copies that both sides share (endpoint.h).
-#include "base/copy.h"
-
 #include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <vector>
 
+#include "base/copy.h"
 #include "base/log.h"
 #include "transport/shm/endpoint.h"
 #include "transport/shm/transport.h"
