@@ -182,10 +182,7 @@ int shared_copies_child() {
 }
 
 TEST(AllocatedMemoryDeathTest, SharedCopiesUseBothMappings) {
-  const char* t = std::getenv("PODNET_TRANSPORT");
-  if (t != nullptr && std::string(t) != "auto" && std::string(t) != "shm") GTEST_SKIP() << "this run is not over shm";
-  if (const char* cma = std::getenv("PODNET_SHM_CMA"); cma != nullptr && std::string(cma) == "0")
-    GTEST_SKIP() << "cross-memory attach is off in this run (PODNET_SHM_CMA=0): nothing is mapped";
+  if (std::string why = shm_cma_skip_reason("nothing is mapped"); !why.empty()) GTEST_SKIP() << why;
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   // The same threshold crowded or not, so that the machine's load does not decide.
   ::setenv("PODNET_SHM_SPLIT_MIN", "64K", 1);

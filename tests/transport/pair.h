@@ -16,6 +16,16 @@ namespace podnet::testing {
 
 inline constexpr auto kWait = std::chrono::seconds(20);
 
+// Why a test of shm's single-copy paths cannot run in this process's configuration (another
+// transport forced, or cross-memory attach off: then `without_cma` happens), or "".
+inline std::string shm_cma_skip_reason(const char* without_cma) {
+  const char* t = std::getenv("PODNET_TRANSPORT");
+  if (t != nullptr && std::string(t) != "auto" && std::string(t) != "shm") return "this run is not over shm";
+  if (const char* cma = std::getenv("PODNET_SHM_CMA"); cma != nullptr && std::string(cma) == "0")
+    return std::string("cross-memory attach is off in this run (PODNET_SHM_CMA=0): ") + without_cma;
+  return "";
+}
+
 struct Pair {
   std::unique_ptr<Context> a, b;
   std::shared_ptr<Endpoint> ab, ba;  // a's endpoint to b, b's endpoint to a

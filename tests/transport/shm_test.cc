@@ -328,10 +328,7 @@ int split_child(std::vector<size_t> sizes) {
 // host only from PODNET_SHM_SPLIT_CROWDED too (set to the same size here, so that the
 // machine's load does not decide). The knobs are read once per process: fresh children.
 TEST(ShmTransportDeathTest, SplitCopiesStartAtTheirKnob) {
-  const char* t = std::getenv("PODNET_TRANSPORT");
-  if (t != nullptr && std::string(t) != "auto" && std::string(t) != "shm") GTEST_SKIP() << "this run is not over shm";
-  if (const char* cma = std::getenv("PODNET_SHM_CMA"); cma != nullptr && std::string(cma) == "0")
-    GTEST_SKIP() << "cross-memory attach is off in this run (PODNET_SHM_CMA=0): nothing splits";
+  if (std::string why = shm_cma_skip_reason("nothing splits"); !why.empty()) GTEST_SKIP() << why;
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   ::setenv("PODNET_SHM_SPLIT_MIN", "64K", 1);
   ::setenv("PODNET_SHM_SPLIT_CROWDED", "64K", 1);
