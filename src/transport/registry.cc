@@ -34,14 +34,15 @@ std::shared_ptr<RegionState> MemoryRegistry::find(uint64_t key) {
   return it == regions_.end() ? nullptr : it->second;
 }
 
-uint64_t MemoryRegistry::allocated_key(const void* p, size_t len) {
+uint64_t MemoryRegistry::allocated_key(const void* p, size_t len, Access need) {
   if (allocated_count_.load(std::memory_order_relaxed) == 0) return 0;
   const auto a = reinterpret_cast<uintptr_t>(p);
   std::shared_lock lk(mu_);
   auto it = allocated_.upper_bound(a);
   if (it == allocated_.begin()) return 0;
   const RegionState& r = *std::prev(it)->second;
-  return a - std::prev(it)->first <= r.length && len <= r.length - (a - std::prev(it)->first) ? r.key : 0;
+  const bool inside = a - std::prev(it)->first <= r.length && len <= r.length - (a - std::prev(it)->first);
+  return inside && has_access(r.access, need) ? r.key : 0;
 }
 
 void MemoryRegistry::add_observer(RegionObserver* o) {

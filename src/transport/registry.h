@@ -94,9 +94,10 @@ class MemoryRegistry : public std::enable_shared_from_this<MemoryRegistry> {
   // The registered region of `key`, or nullptr (no pin: for transports whose hardware
   // enforces access once the region is registered with it).
   std::shared_ptr<RegionState> find(uint64_t key);
-  // The key of the allocated region (Context::allocate_memory) that holds [p, p+len), or 0:
-  // a peer that mapped that region can copy a message out of it itself (shm rendezvous).
-  uint64_t allocated_key(const void* p, size_t len);
+  // The key of the allocated region (Context::allocate_memory) that holds [p, p+len) and
+  // grants `need`, or 0: a peer that mapped that region can copy a message out of it (or,
+  // with kRemoteWrite, into it) itself (shm rendezvous).
+  uint64_t allocated_key(const void* p, size_t len, Access need = Access::kNone);
   void add_observer(RegionObserver* o);
   void remove_observer(RegionObserver* o);  // waits for a running on_remove() to return
   // RegionState::device_handle belongs to the first transport that asks (true for it);

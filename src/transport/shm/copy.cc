@@ -69,7 +69,8 @@ void ShmEndpoint::pull_rendezvous(detail::PostedRecv recv, uint64_t seq, size_t 
   size_t mine = len;
   // A receive buffer in memory this side allocated, which the peer may write: the sender can
   // copy its half through its mapping of it (kCts key), so a mapped pull is shared too.
-  const uint64_t recv_key = split && mapped ? writable_allocated_key(recv.buf, len) : 0;
+  const uint64_t recv_key =
+      split && mapped ? transport_->registry().allocated_key(recv.buf, len, Access::kRemoteWrite) : 0;
   if (split) {
     // The sender pushes [mine, len) while we pull [0, mine); after a mapped pull alone
     // (mine = len) it pushes nothing.
@@ -177,9 +178,7 @@ void ShmEndpoint::on_write(const RecHdr& h) {
     auto* dst = reinterpret_cast<std::byte*>(h.addr);
     if (h.type == Rec::kWrite) {
       if (h.plen > 0 && h.aux + h.plen <= h.len) copy_part_to_output(dst + h.aux, payload(&h), h.plen, h.len);
-    } else if (auto m = initiator_mapping(h, h.aux, h.len)) {
-      copy_to_output(dst, m->at(h.aux), h.len);
-    } else {
+    } else if (!copy_with_initiator(h, dst, h.len)) {
       st = cross_copy(peer_pid_.load(), dst, h.aux, h.len, /*into_peer=*/false);
     }
     pin->release();
@@ -201,10 +200,7 @@ void ShmEndpoint::on_read(const RecHdr& h) {
   if (ch->cma() && (h.flags & kSplit)) return start_split(h, std::move(pin).value());
   if (ch->cma() && h.len > transport_->options().eager_max) {
     Status st;
-    if (auto m = initiator_mapping(h, h.aux, h.len))
-      copy_to_output(m->at(h.aux), src, h.len);
-    else
-      st = cross_copy(peer_pid_.load(), src, h.aux, h.len, /*into_peer=*/true);
+    if (!copy_with_initiator(h, src, h.len)) st = cross_copy(peer_pid_.load(), src, h.aux, h.len, /*into_peer=*/true);
     pin->release();
     reply(h, Rec::kAck, st, kLast);
     return;
@@ -244,14 +240,7 @@ void ShmEndpoint::start_split(const RecHdr& h, detail::RegionPin pin) {
   auto* region = reinterpret_cast<std::byte*>(h.addr);
   const size_t mine = std::min<size_t>(half, h.len);
   Status st;
-  if (auto m = initiator_mapping(h, h.aux, mine)) {
-    if (read)
-      copy_to_output(m->at(h.aux), region, mine);
-    else
-      copy_to_output(region, m->at(h.aux), mine);
-  } else {
-    st = cross_copy(peer_pid_.load(), region, h.aux, mine, /*into_peer=*/read);
-  }
+  if (!copy_with_initiator(h, region, mine)) st = cross_copy(peer_pid_.load(), region, h.aux, mine, /*into_peer=*/read);
   split_part_done(h.seq, st);
 }
 
@@ -274,46 +263,32 @@ void ShmEndpoint::split_part_done(uint64_t seq, const Status& st) {
 }
 
 // These run while the incoming channel is consumed (its records, kPushDone among them), one
-// thread at a time (Channel::consume), so a notification with no split write in flight
-// needs no lock: the common case.
+// thread at a time (Channel::consume): the order queue needs no lock of its own.
 uint64_t ShmEndpoint::arrive_split() {
-  std::lock_guard lk(order_mu_);
-  const uint64_t n = write_arrivals_++;
-  unplaced_.insert(n);
-  unplaced_count_.store(unplaced_.size(), std::memory_order_relaxed);
-  return n;
+  order_.push_back(Arrival{});
+  return order_base_ + order_.size() - 1;
 }
 
 void ShmEndpoint::notify_in_order(uint64_t imm) {
-  std::shared_ptr<detail::RequestState> now;
-  if (unplaced_count_.load(std::memory_order_relaxed) == 0) {
-    if ((now = matcher_.notify_incoming(imm))) now->complete(Status::Ok());
+  if (order_.empty()) {  // no split write in flight: the common case
+    if (auto req = matcher_.notify_incoming(imm)) req->complete(Status::Ok());
     return;
   }
-  {
-    std::lock_guard lk(order_mu_);
-    const uint64_t n = write_arrivals_++;
-    // With no split write in flight nothing is held either (each held one waits behind one).
-    if (unplaced_.empty())
-      now = matcher_.notify_incoming(imm);
-    else
-      held_notify_.emplace(n, imm);
-  }
-  if (now) now->complete(Status::Ok());
+  order_.push_back(Arrival{true, true, imm});
 }
 
 void ShmEndpoint::placed_split(uint64_t arrival, const uint64_t* imm) {
+  Arrival& a = order_[arrival - order_base_];
+  a.placed = true;
+  if (imm != nullptr) {
+    a.notify = true;
+    a.imm = *imm;
+  }
+  // In arrival order, every write now in place with nothing unplaced before it.
   std::vector<std::shared_ptr<detail::RequestState>> ready;
-  {
-    std::lock_guard lk(order_mu_);
-    unplaced_.erase(arrival);
-    unplaced_count_.store(unplaced_.size(), std::memory_order_relaxed);
-    if (imm != nullptr) held_notify_.emplace(arrival, *imm);
-    // In arrival order, every notification that no unplaced write precedes any more.
-    while (!held_notify_.empty() && (unplaced_.empty() || held_notify_.begin()->first < *unplaced_.begin())) {
-      if (auto req = matcher_.notify_incoming(held_notify_.begin()->second)) ready.push_back(std::move(req));
-      held_notify_.erase(held_notify_.begin());
-    }
+  for (; !order_.empty() && order_.front().placed; order_.pop_front(), ++order_base_) {
+    if (!order_.front().notify) continue;
+    if (auto req = matcher_.notify_incoming(order_.front().imm)) ready.push_back(std::move(req));
   }
   for (auto& r : ready) r->complete(Status::Ok());
 }

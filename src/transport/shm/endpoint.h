@@ -46,11 +46,10 @@
 #pragma once
 
 #include <atomic>
-#include <map>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <set>
 #include <string>
 #include <unordered_map>
 
@@ -175,15 +174,13 @@ class ShmEndpoint : public detail::TransportEndpoint, public std::enable_shared_
   // `need`; else null (copy_mapped_now, view_mapped).
   std::shared_ptr<detail::PeerMapping> usable_mapping(uint64_t key, uint64_t addr, size_t len, Access need);
   // kOwnKey (ring.h): whether a cross-memory write or read of `len` bytes from or into the
-  // `local` region tells the target its key; attach_own_key() adds it to the
-  // record. At the target, initiator_mapping() is this side's mapping of that region when it
-  // covers [addr, addr+len) (null until learned, or without kOwnKey).
+  // `local` region tells the target its key; attach_own_key() adds it to the record. At the
+  // target, copy_with_initiator() copies between `local` and the initiator's buffer at h.aux
+  // through this side's mapping of that region, when it is learned and covers the range
+  // (false: copy another way).
   bool carries_own_key(const Channel& ch, const detail::RegionState& local, size_t len, bool read) const;
   static void attach_own_key(OutOp& op, uint64_t local_key);
-  std::shared_ptr<detail::PeerMapping> initiator_mapping(const RecHdr& h, uint64_t addr, size_t len);
-  // The key of the region this side allocated that holds [buf, buf+len), when it grants
-  // remote writes (a peer's mapping of it is writable); else 0.
-  uint64_t writable_allocated_key(const void* buf, size_t len);
+  bool copy_with_initiator(const RecHdr& h, std::byte* local, size_t len);
   // The operation as a memcpy through the mapping of the peer's region `key`; null when it
   // must take the ring instead (not an allocated region, not mapped yet, or an earlier
   // operation still on the ring).
@@ -222,16 +219,18 @@ class ShmEndpoint : public detail::TransportEndpoint, public std::enable_shared_
 
   // Placement order at the target (copy.cc): a notification is delivered only once every
   // write that arrived before it is in place, as over an RC queue pair. A split write is in
-  // place only when the initiator's half is too (kPushDone), so a notification that arrives
-  // behind one waits in held_notify_, and they all keep their order.
-  uint64_t arrive_split();                                   // numbers a split write, not yet in place
+  // place only when the initiator's half is too (kPushDone), so from a split write on, the
+  // writes that matter (split or notified) queue in arrival order until those before them
+  // are placed. Touched only by the incoming channel's consumer.
+  struct Arrival {
+    bool placed = false, notify = false;
+    uint64_t imm = 0;
+  };
+  uint64_t arrive_split();                                   // a split write, not yet in place: its number
   void placed_split(uint64_t arrival, const uint64_t* imm);  // imm: its notification, if any
   void notify_in_order(uint64_t imm);                        // a write placed on arrival, with a notification
-  std::mutex order_mu_;
-  uint64_t write_arrivals_ = 0;
-  std::set<uint64_t> unplaced_;               // split writes waiting for a half
-  std::atomic<size_t> unplaced_count_{0};     // its size, read without the lock
-  std::map<uint64_t, uint64_t> held_notify_;  // arrival -> immediate; each behind an unplaced write
+  std::deque<Arrival> order_;
+  uint64_t order_base_ = 0;  // the number of order_.front()
   // Ring rendezvous receives (kRing), by the send's seq, while its kRdvData fragments arrive.
   struct RingRecv {
     std::byte* buf = nullptr;

@@ -102,23 +102,18 @@ void ShmEndpoint::attach_own_key(OutOp& op, uint64_t local_key) {
   op.len = op.owned.size();
 }
 
-uint64_t ShmEndpoint::writable_allocated_key(const void* buf, size_t len) {
-  if (!transport_->options().map) return 0;
-  const uint64_t key = transport_->registry().allocated_key(buf, len);
-  if (key == 0) return 0;
-  auto region = transport_->registry().find(key);
-  return region && has_access(region->access, Access::kRemoteWrite) ? key : 0;
-}
-
-std::shared_ptr<detail::PeerMapping> ShmEndpoint::initiator_mapping(const RecHdr& h, uint64_t addr, size_t len) {
-  if ((h.flags & kOwnKey) == 0 || h.plen != sizeof(uint64_t)) return nullptr;
+bool ShmEndpoint::copy_with_initiator(const RecHdr& h, std::byte* local, size_t len) {
+  if ((h.flags & kOwnKey) == 0 || h.plen != sizeof(uint64_t)) return false;
   uint64_t key;
   std::memcpy(&key, payload(&h), sizeof key);
   // The initiator's own buffer of its own operation: a write's source needs no rights; a
   // read's destination must be writable through the mapping.
-  auto m = usable_mapping(key, addr, len, h.type == Rec::kRead ? Access::kRemoteWrite : Access::kNone);
-  if (m) g_own_key_copies.fetch_add(1, std::memory_order_relaxed);  // the caller copies through it
-  return m;
+  const bool into = h.type == Rec::kRead;
+  const auto m = usable_mapping(key, h.aux, len, into ? Access::kRemoteWrite : Access::kNone);
+  if (!m) return false;
+  copy_through(*m, h.aux, local, len, /*read=*/!into);
+  g_own_key_copies.fetch_add(1, std::memory_order_relaxed);
+  return true;
 }
 
 uint64_t ShmEndpoint::own_key_copies() noexcept { return g_own_key_copies.load(std::memory_order_relaxed); }
