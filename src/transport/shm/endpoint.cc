@@ -124,11 +124,8 @@ ShmEndpoint::Req ShmEndpoint::write(const detail::RegionState& local, size_t loc
   Channel* ch = out_raw_.load(std::memory_order_acquire);
   if (!ch) return failed_request(name, Status::Unavailable("not connected"));
   const std::byte* src = local.base + local_off;
-  const bool split = ch->ready() && ch->cma_push() && transport_->split(len);
-  const bool own_key = carries_own_key(*ch, local, len, /*read=*/false);
-  // Both regions allocated: a copy large enough to split is shared, both sides copying a half
-  // through their mappings, rather than copied here whole.
-  if (imm == nullptr && !(split && own_key && (remote.key & detail::kMappableKeyBit) != 0)) {
+  const CopyPlan plan = plan_copy(*ch, local, remote.key, len, /*read=*/false);
+  if (imm == nullptr && !plan.shared) {
     if (Req r = copy_mapped(*ch, name, remote.key, remote.addr + remote_off, const_cast<std::byte*>(src), len, false))
       return r;
   }
@@ -148,8 +145,8 @@ ShmEndpoint::Req ShmEndpoint::write(const detail::RegionState& local, size_t loc
   if (ch->ready() && ch->cma() && len > transport_->options().eager_max) {
     op.hdr.type = Rec::kWriteCma;
     op.hdr.aux = reinterpret_cast<uint64_t>(src);
-    if (split) op.hdr.flags |= kSplit;
-    if (own_key) attach_own_key(op, local.key);
+    if (plan.split) op.hdr.flags |= kSplit;
+    if (plan.own_key) attach_own_key(op, local.key);
   } else {
     op.hdr.type = Rec::kWrite;
     op.src = src;
@@ -165,9 +162,8 @@ ShmEndpoint::Req ShmEndpoint::read(const detail::RegionState& local, size_t loca
   Channel* ch = out_raw_.load(std::memory_order_acquire);
   if (!ch) return failed_request("read", Status::Unavailable("not connected"));
   std::byte* dst = local.base + local_off;
-  const bool split = ch->ready() && ch->cma_push() && transport_->split(len);
-  const bool own_key = carries_own_key(*ch, local, len, /*read=*/true);
-  if (!(split && own_key && (remote.key & detail::kMappableKeyBit) != 0)) {
+  const CopyPlan plan = plan_copy(*ch, local, remote.key, len, /*read=*/true);
+  if (!plan.shared) {
     if (Req r = copy_mapped(*ch, "read", remote.key, remote.addr + remote_off, dst, len, true)) return r;
   }
   auto req = new_request("read");
@@ -183,8 +179,8 @@ ShmEndpoint::Req ShmEndpoint::read(const detail::RegionState& local, size_t loca
   op.hdr.addr = remote.addr + remote_off;
   op.hdr.len = len;
   op.hdr.aux = reinterpret_cast<uint64_t>(dst);
-  if (split) op.hdr.flags |= kSplit;
-  if (own_key) attach_own_key(op, local.key);
+  if (plan.split) op.hdr.flags |= kSplit;
+  if (plan.own_key) attach_own_key(op, local.key);
   post(*ch, std::move(op));
   return req;
 }

@@ -173,12 +173,19 @@ class ShmEndpoint : public detail::TransportEndpoint, public std::enable_shared_
   // The mapping of `key` when it is learned, live, and [addr, addr + len) lies inside it with
   // `need`; else null (copy_mapped_now, view_mapped).
   std::shared_ptr<detail::PeerMapping> usable_mapping(uint64_t key, uint64_t addr, size_t len, Access need);
-  // kOwnKey (ring.h): whether a cross-memory write or read of `len` bytes from or into the
-  // `local` region tells the target its key; attach_own_key() adds it to the record. At the
-  // target, copy_with_initiator() copies between `local` and the initiator's buffer at h.aux
-  // through this side's mapping of that region, when it is learned and covers the range
-  // (false: copy another way).
-  bool carries_own_key(const Channel& ch, const detail::RegionState& local, size_t len, bool read) const;
+  // How a write or read of `len` bytes between `local` and the peer's region `remote_key`
+  // moves past the mapped fast path: split (kSplit: both sides copy a half); own_key
+  // (kOwnKey, ring.h: a cross-memory copy tells the target the `local` region's key;
+  // attach_own_key() adds it to the record); shared (split between two allocated regions:
+  // both halves through mappings, so not copied here whole by copy_mapped). At the target,
+  // copy_with_initiator() copies between `local` and the initiator's buffer at h.aux through
+  // this side's mapping of that region, when it is learned and covers the range (false: copy
+  // another way).
+  struct CopyPlan {
+    bool split = false, own_key = false, shared = false;
+  };
+  CopyPlan plan_copy(const Channel& ch, const detail::RegionState& local, uint64_t remote_key, size_t len,
+                     bool read) const;
   static void attach_own_key(OutOp& op, uint64_t local_key);
   bool copy_with_initiator(const RecHdr& h, std::byte* local, size_t len);
   // The operation as a memcpy through the mapping of the peer's region `key`; null when it

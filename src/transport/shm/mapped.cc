@@ -89,11 +89,18 @@ ShmEndpoint::Req ShmEndpoint::copy_mapped(Channel& ch, const char* name, uint64_
   return req;
 }
 
-bool ShmEndpoint::carries_own_key(const Channel& ch, const detail::RegionState& local, size_t len, bool read) const {
+ShmEndpoint::CopyPlan ShmEndpoint::plan_copy(const Channel& ch, const detail::RegionState& local, uint64_t remote_key,
+                                             size_t len, bool read) const {
+  // The lengths first: a small transfer (the mapped memcpy's) reads no more than them.
+  CopyPlan p;
+  p.split = transport_->split(len) && ch.ready() && ch.cma_push();
   // A read's target writes into the initiator's region: its mapping there is writable only
   // where the region grants remote writes (PeerMapping::map).
-  return (local.key & detail::kMappableKeyBit) != 0 && (!read || has_access(local.access, Access::kRemoteWrite)) &&
-         transport_->options().map && ch.ready() && ch.cma() && ch.cma_push() && len > transport_->options().eager_max;
+  p.own_key = len > transport_->options().eager_max && (local.key & detail::kMappableKeyBit) != 0 &&
+              (!read || has_access(local.access, Access::kRemoteWrite)) && transport_->options().map && ch.ready() &&
+              ch.cma() && ch.cma_push();
+  p.shared = p.split && p.own_key && (remote_key & detail::kMappableKeyBit) != 0;
+  return p;
 }
 
 void ShmEndpoint::attach_own_key(OutOp& op, uint64_t local_key) {
