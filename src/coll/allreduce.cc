@@ -124,7 +124,7 @@ Status allreduce_ring(Call& c, const void* send, void* recv, size_t count) {
       rs_recvs[s].push_back(c.irecv(left, rs_dest(s, b) + k * chunk, len_of(bytes, k), ring_tag(s, k)));
   };
   auto post_send = [&](std::vector<Request>& into, int step, int block, size_t k) {
-    into.push_back(c.isend(right, ptr_of(block) + k * chunk, len_of(bytes_of(block), k), ring_tag(step, k)));
+    into.push_back(c.isend_exchange(right, ptr_of(block) + k * chunk, len_of(bytes_of(block), k), ring_tag(step, k)));
   };
 
   auto post_ag_recvs = [&](int s) -> Status {
@@ -138,7 +138,7 @@ Status allreduce_ring(Call& c, const void* send, void* recv, size_t count) {
   // Reduce-scatter.
   post_rs_recvs(0);
   for (size_t k = 0; k < chunks_of(bytes_of(r)); ++k)
-    rs_sends[0].push_back(c.isend(right, input_of(r) + k * chunk, len_of(bytes_of(r), k), ring_tag(0, k)));
+    rs_sends[0].push_back(c.isend_exchange(right, input_of(r) + k * chunk, len_of(bytes_of(r), k), ring_tag(0, k)));
   for (int s = 0; s < steps; ++s) {
     // The other buffer is free: every chunk of step s-1 has been reduced.
     if (s + 1 < steps) post_rs_recvs(s + 1);
@@ -228,7 +228,7 @@ Status allreduce_one_shot(Call& c, const void* send, void* recv, size_t count) {
   // of ~3,600 per 2-rank call (callgrind).
   SmallVector<Request, 16> rr, sr;
   for (int p = 0; p < n; ++p) rr.emplace_back(p != r ? c.irecv(p, all + p * bytes, bytes, 0) : Request());
-  for (int p = 0; p < n; ++p) sr.emplace_back(p != r ? c.isend(p, all + r * bytes, bytes, 0) : Request());
+  for (int p = 0; p < n; ++p) sr.emplace_back(p != r ? c.isend_exchange(p, all + r * bytes, bytes, 0) : Request());
   for (int p = 0; p < n; ++p)
     if (p != r) PODNET_RETURN_IF_ERROR(c.wait_recv(rr[p], p, bytes));
   for (int p = 0; p < n; ++p)

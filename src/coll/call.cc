@@ -101,6 +101,10 @@ Request Call::isend_whole(int peer, const void* buf, size_t bytes, uint32_t step
   return comm_.send_whole(peer, buf, bytes, tag(step));
 }
 
+Request Call::isend_exchange(int peer, const void* buf, size_t bytes, uint32_t step) {
+  return comm_.send_exchange(peer, buf, bytes, tag(step));
+}
+
 Request Call::irecv(int peer, void* buf, size_t bytes, uint32_t step) {
   // Match on communicator, sequence and step; the signature is checked after arrival.
   return comm_.peer(peer).recv(buf, bytes, tag(step), ~kSigMask);
@@ -174,7 +178,7 @@ Status Call::recv(int peer, void* buf, size_t bytes, uint32_t step) {
 
 Status Call::sendrecv(int to, const void* sbuf, size_t sbytes, int from, void* rbuf, size_t rbytes, uint32_t step) {
   Request r = irecv(from, rbuf, rbytes, step);
-  Request s = isend(to, sbuf, sbytes, step);
+  Request s = isend_exchange(to, sbuf, sbytes, step);
   PODNET_RETURN_IF_ERROR(wait_recv(r, from, rbytes));
   return wait_send(s, to);
 }

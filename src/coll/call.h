@@ -52,6 +52,12 @@ class Call {
   // root's copy into its output): the receiver copies the whole message
   // (TransportEndpoint::send_whole).
   Request isend_whole(int peer, const void* buf, size_t bytes, uint32_t step);
+  // isend() for one step of an exchange: `peer` posts its receive for it before or while it
+  // sends its own part (sendrecv, a ring's steps, an all-to-all), so it seldom arrives
+  // unexpected and may go eagerly where a plain send waits for the receiver's clear-to-send
+  // (TransportEndpoint::send_exchange). Rooted collectives, whose senders run ahead of their
+  // receivers, use isend().
+  Request isend_exchange(int peer, const void* buf, size_t bytes, uint32_t step);
   Request irecv(int peer, void* buf, size_t bytes, uint32_t step);
   // Waits with the communicator's timeout; checks the peer's signature and the length.
   Status wait_recv(Request& r, int peer, size_t expected_bytes);

@@ -417,6 +417,10 @@ Request CommImpl::send_whole(int r, const void* buf, size_t len, uint64_t tag) {
   return static_cast<EndpointImpl&>(peer(r)).send_whole(buf, len, tag);
 }
 
+Request CommImpl::send_exchange(int r, const void* buf, size_t len, uint64_t tag) {
+  return static_cast<EndpointImpl&>(peer(r)).send_exchange(buf, len, tag);
+}
+
 bool CommImpl::copy_mapped(int r, uint64_t key, uint64_t addr, void* local, size_t len, bool read) {
   if (key == 0 || !connected(r)) return false;
   if (!static_cast<EndpointImpl&>(peer(r)).copy_mapped_now(key, addr, local, len, read)) return false;

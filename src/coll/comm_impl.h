@@ -101,6 +101,8 @@ class CommImpl final : public Communicator {
   bool copy_mapped(int r, uint64_t key, uint64_t addr, void* local, size_t len, bool read);
   // A send to rank r that its receiver copies whole (TransportEndpoint::send_whole).
   Request send_whole(int r, const void* buf, size_t len, uint64_t tag);
+  // A send to rank r that is one step of an exchange (TransportEndpoint::send_exchange).
+  Request send_exchange(int r, const void* buf, size_t len, uint64_t tag);
   // Rank r's bytes at `addr` in its allocated region `key`, read in place through this
   // rank's mapping (TransportEndpoint::view_mapped), or null.
   std::shared_ptr<const std::byte> view_mapped(int r, uint64_t key, uint64_t addr, size_t len);

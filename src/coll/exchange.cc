@@ -38,7 +38,7 @@ Status exchange_with_all(Call& c, size_t bytes, uint32_t tag, RecvAt&& recv_at, 
   }
   for (int k = 1; k < n; ++k) {
     const int to = mod(r + k, n);
-    sends.push_back(c.isend(to, send_at(to), bytes, tag));
+    sends.push_back(c.isend_exchange(to, send_at(to), bytes, tag));
   }
   own();
   for (int k = 1; k < n; ++k) PODNET_RETURN_IF_ERROR(c.wait_recv(recvs[k - 1], mod(r - k, n), bytes));
@@ -67,13 +67,15 @@ Status allgather_ring_pipelined(Call& c, const void* send, void* recv, size_t co
     for (size_t k = 0; k < nchunks; ++k) recvs[s].push_back(c.irecv(left, block + k * chunk, len_of(k), ring_tag(s, k)));
   };
   post_recvs(0);
-  for (size_t k = 0; k < nchunks; ++k) sends[0].push_back(c.isend(right, own + k * chunk, len_of(k), ring_tag(0, k)));
+  for (size_t k = 0; k < nchunks; ++k)
+    sends[0].push_back(c.isend_exchange(right, own + k * chunk, len_of(k), ring_tag(0, k)));
   for (int s = 0; s < n - 1; ++s) {
     if (s + 1 < n - 1) post_recvs(s + 1);
     std::byte* block = B(recv) + mod(r - s - 1, n) * bytes;
     for (size_t k = 0; k < nchunks; ++k) {
       PODNET_RETURN_IF_ERROR(c.wait_recv(recvs[s][k], left, len_of(k)));
-      if (s + 1 < n - 1) sends[s + 1].push_back(c.isend(right, block + k * chunk, len_of(k), ring_tag(s + 1, k)));
+      if (s + 1 < n - 1)
+        sends[s + 1].push_back(c.isend_exchange(right, block + k * chunk, len_of(k), ring_tag(s + 1, k)));
     }
   }
   for (auto& step : sends)
@@ -94,7 +96,7 @@ Status allgather_ring(Call& c, const void* send, void* recv, size_t count, bool 
     // of the own block runs while the transfers are in flight (the peer then reads the
     // user's clean buffer, not a block this core has just dirtied).
     Request rr = c.irecv(mod(r - 1, n), B(recv) + mod(r - 1, n) * bytes, bytes, 0);
-    Request sr = c.isend(mod(r + 1, n), in, bytes, 0);
+    Request sr = c.isend_exchange(mod(r + 1, n), in, bytes, 0);
     copy_to_output(own, in, bytes);
     PODNET_RETURN_IF_ERROR(c.wait_recv(rr, mod(r - 1, n), bytes));
     PODNET_RETURN_IF_ERROR(c.wait_send(sr, mod(r + 1, n)));
@@ -218,7 +220,8 @@ Status reduce_scatter_ring(Call& c, const void* send, void* recv, size_t count, 
   };
   post_recvs(0);
   const std::byte* first = in + mod(r - 1, n) * bytes;
-  for (size_t k = 0; k < nchunks; ++k) sends[0].push_back(c.isend(right, first + k * chunk, len_of(k), ring_tag(0, k)));
+  for (size_t k = 0; k < nchunks; ++k)
+    sends[0].push_back(c.isend_exchange(right, first + k * chunk, len_of(k), ring_tag(0, k)));
   for (int s = 0; s < steps; ++s) {
     if (s + 1 < steps) post_recvs(s + 1);  // into a block nothing has written yet
     const int rb = mod(r - s - 2, n);
@@ -227,7 +230,7 @@ Status reduce_scatter_ring(Call& c, const void* send, void* recv, size_t count, 
       const size_t len = len_of(k);
       PODNET_RETURN_IF_ERROR(c.wait_recv(recvs[s][k], left, len));
       c.reduce3(dst + k * chunk, in + rb * bytes + k * chunk, recv_of(s) + k * chunk, len / es);
-      if (s + 1 < steps) sends[s + 1].push_back(c.isend(right, dst + k * chunk, len, ring_tag(s + 1, k)));
+      if (s + 1 < steps) sends[s + 1].push_back(c.isend_exchange(right, dst + k * chunk, len, ring_tag(s + 1, k)));
     }
   }
   for (auto& step : sends)

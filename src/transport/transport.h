@@ -48,6 +48,13 @@ class TransportEndpoint {
   // send(), for a sender that has copying of its own to do while the message moves: the
   // receiver copies all of it (shm: no split copy, which would give the sender half).
   virtual Req send_whole(const void* buf, size_t len, uint64_t tag) { return send(buf, len, tag); }
+  // send_or_done() for one step of an exchange (the collectives' sendrecv, rings and
+  // all-to-alls), whose receiver posts its receive before or while it sends its own part:
+  // such a message seldom arrives unexpected, so tcp sends it eagerly up to a larger size
+  // (PODNET_TCP_EXCHANGE_EAGER_MAX) instead of waiting for the receiver's clear-to-send.
+  virtual Req send_exchange(const void* buf, size_t len, uint64_t tag, uint64_t* done_seq) {
+    return send_or_done(buf, len, tag, done_seq);
+  }
   virtual Req recv(void* buf, size_t capacity, uint64_t tag, uint64_t mask) = 0;
   virtual Req recv_notify() = 0;
   // Endpoint::cancel_recvs: the posted receives of this peer's matcher.

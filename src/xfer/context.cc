@@ -141,6 +141,7 @@ Result<std::unique_ptr<Context>> ContextImpl::create(const ContextOptions& optio
   to.chunk = c->config_.tcp_chunk;
   to.chunk_mss = c->config_.tcp_chunk_mss;
   to.eager_max = eager_max;
+  to.exchange_eager_max = c->config_.tcp_exchange_eager_max;
   to.ack_delay_us = c->config_.tcp_ack_delay_us;
   to.sndbuf = c->config_.tcp_sndbuf;
   to.rcvbuf = c->config_.tcp_rcvbuf;

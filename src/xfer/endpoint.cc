@@ -49,10 +49,14 @@ Request EndpointImpl::read(const MemoryRegion& local, size_t local_off, const Re
   return Request(te_->read(*local.state(), local_off, remote, remote_off, len));
 }
 
-Request EndpointImpl::send(const void* buf, size_t len, uint64_t tag) {
+Request EndpointImpl::send(const void* buf, size_t len, uint64_t tag) { return send_as(buf, len, tag, false); }
+
+Request EndpointImpl::send_exchange(const void* buf, size_t len, uint64_t tag) { return send_as(buf, len, tag, true); }
+
+Request EndpointImpl::send_as(const void* buf, size_t len, uint64_t tag, bool exchange) {
   if (buf == nullptr && len > 0) return rejected("send", Status::InvalidArgument("null buffer of {} bytes", len));
   uint64_t seq = 0;
-  auto state = te_->send_or_done(buf, len, tag, &seq);
+  auto state = exchange ? te_->send_exchange(buf, len, tag, &seq) : te_->send_or_done(buf, len, tag, &seq);
   if (!state) return Request::completed_at_post(len, tag, seq);
   return Request(std::move(state));
 }

@@ -26,8 +26,9 @@ class EndpointImpl final : public Endpoint {
   Request read(const MemoryRegion& local, size_t local_off, const RemoteKey& remote, uint64_t remote_off,
                size_t len) override;
   Request send(const void* buf, size_t len, uint64_t tag) override;
-  // Internal (the collectives): TransportEndpoint::send_whole.
+  // Internal (the collectives): TransportEndpoint::send_whole and send_exchange.
   Request send_whole(const void* buf, size_t len, uint64_t tag);
+  Request send_exchange(const void* buf, size_t len, uint64_t tag);
   Request recv(void* buf, size_t capacity, uint64_t tag, uint64_t tag_mask) override;
   Request recv_notify() override;
   size_t cancel_recvs(uint64_t tag, uint64_t tag_mask) override { return te_->cancel_recvs(tag, tag_mask); }
@@ -43,6 +44,7 @@ class EndpointImpl final : public Endpoint {
 
  private:
   Request rejected(const char* op, Status why);
+  Request send_as(const void* buf, size_t len, uint64_t tag, bool exchange);
   Status check_one_sided(const char* op, const MemoryRegion& local, size_t local_off, const RemoteKey& remote,
                          uint64_t remote_off, size_t len, Access needed) const;
 

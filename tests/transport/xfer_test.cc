@@ -2,7 +2,10 @@
 #include <atomic>
 #include <thread>
 
+#include "base/clock.h"
 #include "pair.h"
+#include "transport/tcp/transport.h"
+#include "xfer/endpoint_impl.h"
 
 namespace podnet::testing {
 namespace {
@@ -88,6 +91,57 @@ TEST_P(LargeSend, WaitsForItsReceive) {
   ASSERT_TRUE(s.wait(kWait).ok()) << s.status().to_string();
   EXPECT_EQ(r.bytes(), n);
   EXPECT_EQ(dst, src);
+}
+
+// The collectives' exchange steps (TransportEndpoint::send_exchange) go eagerly further over
+// tcp to a peer through loopback (PODNET_TCP_EXCHANGE_EAGER_MAX=0: 512 KiB): such a send
+// completes before any receive is posted, where a plain send of the same size waits for its
+// receive, and past that size it waits too.
+TEST(Xfer, ExchangeStepsGoEagerlyThroughLoopback) {
+  const char* t = std::getenv("PODNET_TRANSPORT");
+  if (t == nullptr || std::string(t) != "tcp")
+    GTEST_SKIP() << "tcp only: the other transports send exchange steps as plain sends";
+  const size_t mid = (256u << 10) + 3, large = (512u << 10) + 3;
+  auto src = pattern(large, 13);
+  Pair p = Pair::make();
+  auto& ab = static_cast<detail::EndpointImpl&>(*p.ab);
+  // Through loopback or not is known once the connections are up.
+  ASSERT_TRUE(ab.wait_connected(now_ns() + 10'000'000'000).ok());
+  ASSERT_TRUE(static_cast<detail::EndpointImpl&>(*p.ba).wait_connected(now_ns() + 10'000'000'000).ok());
+  Request plain = p.ab->send(src.data(), mid, 1);
+  Request step = ab.send_exchange(src.data(), mid, 2);
+  Request big = ab.send_exchange(src.data(), large, 3);
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);
+  while (std::chrono::steady_clock::now() < until) {  // both sides making progress
+    p.b->progress();
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_FALSE(plain.test()) << "a plain " << mid << "-byte send completed without its receive";
+  EXPECT_TRUE(step.test()) << "a " << mid << "-byte exchange step waited for its receive";
+  EXPECT_FALSE(big.test()) << "a " << large << "-byte exchange step completed without its receive";
+  std::vector<std::byte> d1(mid), d2(mid), d3(large);
+  Request r1 = p.ba->recv(d1.data(), mid, 1), r2 = p.ba->recv(d2.data(), mid, 2), r3 = p.ba->recv(d3.data(), large, 3);
+  for (Request* r : {&r1, &r2, &r3, &plain, &step, &big}) ASSERT_TRUE(r->wait(kWait).ok()) << r->status().to_string();
+  EXPECT_TRUE(std::equal(d1.begin(), d1.end(), src.begin()));
+  EXPECT_TRUE(std::equal(d2.begin(), d2.end(), src.begin()));
+  EXPECT_EQ(d3, src);
+}
+
+// PODNET_TCP_EXCHANGE_EAGER_MAX: auto is 512 KiB through loopback and a plain send's limit
+// elsewhere; a value set holds for every peer; never below PODNET_TCP_EAGER_MAX.
+TEST(Xfer, ExchangeEagerLimit) {
+  tcp::TcpOptions o;
+  o.eager_max = 64 << 10;
+  EXPECT_EQ(tcp::exchange_eager_limit(o, true), 512u << 10);
+  EXPECT_EQ(tcp::exchange_eager_limit(o, false), 64u << 10);
+  o.exchange_eager_max = 128 << 10;
+  EXPECT_EQ(tcp::exchange_eager_limit(o, true), 128u << 10);
+  EXPECT_EQ(tcp::exchange_eager_limit(o, false), 128u << 10);
+  o.eager_max = 1 << 20;
+  EXPECT_EQ(tcp::exchange_eager_limit(o, true), 1u << 20);
+  o.exchange_eager_max = 0;
+  EXPECT_EQ(tcp::exchange_eager_limit(o, true), 1u << 20);
+  EXPECT_EQ(tcp::exchange_eager_limit(o, false), 1u << 20);
 }
 
 TEST(Xfer, TagsMatchInPostedOrderWithMask) {

@@ -80,7 +80,7 @@ void Connection::enable_zerocopy() {
 namespace {
 // Whether the connection on `fd` runs through the loopback device: a peer at 127.x, or at
 // one of this host's own addresses (the local and remote ends then share it).
-bool through_loopback(int fd) {
+bool runs_through_loopback(int fd) {
   sockaddr_storage local{}, peer{};
   socklen_t ll = sizeof local, pl = sizeof peer;
   if (getsockname(fd, reinterpret_cast<sockaddr*>(&local), &ll) != 0 ||
@@ -107,9 +107,10 @@ void Connection::choose_congestion() {
   // allreduce took 8.2-8.5 ms against 5.0-5.2 (docs/performance.md). Connections that
   // leave the host keep the system's choice.
   const auto& o = transport_->options();
+  loopback_.store(runs_through_loopback(fd_), std::memory_order_relaxed);
   if (o.congestion == "system") return;
   const bool auto_cc = o.congestion == "auto";
-  if (auto_cc && !through_loopback(fd_)) return;
+  if (auto_cc && !through_loopback()) return;
   const std::string cc = auto_cc ? "reno" : o.congestion;
   if (setsockopt(fd_, IPPROTO_TCP, TCP_CONGESTION, cc.data(), static_cast<socklen_t>(cc.size())) != 0)
     PODNET_WARN(kNet, "TCP_CONGESTION {} on the connection to {}: {}; it keeps the system's congestion control", cc,

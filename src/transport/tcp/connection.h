@@ -103,6 +103,9 @@ class Connection : public detail::EventHandler, public std::enable_shared_from_t
   int64_t last_rx_ns() const { return last_rx_ns_.load(std::memory_order_relaxed); }
   // The path's full segment size (TCP_INFO's advertised MSS) once open; 0 before or unknown.
   uint32_t mss() const { return mss_.load(std::memory_order_relaxed); }
+  // Whether the connection runs through the loopback device (a peer at 127.x or at one of
+  // this host's own addresses); known once connected or accepted.
+  bool through_loopback() const { return loopback_.load(std::memory_order_relaxed); }
 
  private:
   Status open_socket();
@@ -113,7 +116,7 @@ class Connection : public detail::EventHandler, public std::enable_shared_from_t
   void finish_payload();
   void set_want_out(bool want);  // tx_mu_ held
   void enable_zerocopy();        // if the options and the peer call for it
-  void choose_congestion();      // once connected: PODNET_TCP_CONGESTION (TcpOptions::congestion)
+  void choose_congestion();      // once connected: through_loopback(), PODNET_TCP_CONGESTION
   void reap_zerocopy();          // reads completions from the error queue; tx_mu_ held
   void set_rcvlowat(int bytes);  // rx_mu_ held
 
@@ -147,6 +150,7 @@ class Connection : public detail::EventHandler, public std::enable_shared_from_t
   std::deque<std::unique_ptr<TxItem>> zc_wait_;  // written, waiting for their zero-copy completion
   std::atomic<int64_t> last_tx_ns_{0};
   std::atomic<uint32_t> mss_{0};
+  std::atomic<bool> loopback_{false};
 
   std::mutex rx_mu_;
   std::vector<std::byte> rxbuf_;

@@ -51,6 +51,7 @@ class TcpEndpoint : public detail::TransportEndpoint, public std::enable_shared_
   Req read(const detail::RegionState& local, size_t local_off, const RemoteKey& remote, uint64_t remote_off,
            size_t len) override;
   Req send(const void* buf, size_t len, uint64_t tag) override;
+  Req send_exchange(const void* buf, size_t len, uint64_t tag, uint64_t* done_seq) override;
   Req recv(void* buf, size_t capacity, uint64_t tag, uint64_t mask) override;
   Req recv_notify() override;
   size_t cancel_recvs(uint64_t tag, uint64_t mask) override { return matcher_.cancel(tag, mask); }
@@ -92,6 +93,8 @@ class TcpEndpoint : public detail::TransportEndpoint, public std::enable_shared_
   template <typename F>
   Status register_unless_failed(F&& add);
   Req failed_request(const char* op, const Status& why);
+  // send() with the payload sent at once (no rendezvous) when it is at most `eager_max`.
+  Req send_upto(const void* buf, size_t len, uint64_t tag, uint64_t eager_max);
   std::shared_ptr<Connection> out_stream(size_t i);
   // The connection that carries this side's ordered frames (sends, rendezvous requests and
   // their answers, unstriped immediates): chosen once, at the first use or when the peer's

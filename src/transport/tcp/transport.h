@@ -10,6 +10,7 @@
 
 #include <podnet/status.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -31,12 +32,21 @@ class TcpEndpoint;
 inline constexpr size_t kMaxRails = 16;   // listeners per transport, rails per peer
 inline constexpr size_t kMaxStreams = 64;  // connections per peer in all (the hello's limit)
 
+// PODNET_TCP_EXCHANGE_EAGER_MAX=0 (auto) through loopback: there a rendezvous round trip cost
+// more than the rare copy of an exchange step's message that arrives before its receive
+// (2-rank alltoall of 512 KiB 74-111 -> 43-59 us; docs/performance.md "Eager exchange steps").
+inline constexpr uint64_t kExchangeEagerLoopback = 512 << 10;
+
 struct TcpOptions {
   int streams = 4;
   uint64_t stripe_min = 256 << 10;
   uint64_t chunk = 512 << 10;
   bool chunk_mss = true;  // chunks + header are whole segments (TcpEndpoint::chunk_size)
   uint64_t eager_max = 64 << 10;
+  // The collectives' exchange steps (TransportEndpoint::send_exchange) go eagerly up to the
+  // larger of this and eager_max; 0: kExchangeEagerLoopback to a peer reached through the
+  // loopback device, else eager_max (PODNET_TCP_EXCHANGE_EAGER_MAX).
+  uint64_t exchange_eager_max = 0;
   uint64_t sndbuf = 0, rcvbuf = 0;
   int heartbeat_ms = 1000;
   int peer_timeout_ms = 15000;
@@ -52,6 +62,15 @@ struct TcpOptions {
   // (PODNET_TCP_CONGESTION).
   std::string congestion = "auto";
 };
+
+// The largest exchange step (TransportEndpoint::send_exchange) that goes eagerly to a peer
+// reached through the loopback device or not: never less than a plain send's eager_max.
+inline uint64_t exchange_eager_limit(const TcpOptions& o, bool through_loopback) {
+  const uint64_t limit = o.exchange_eager_max != 0 ? o.exchange_eager_max
+                         : through_loopback        ? kExchangeEagerLoopback
+                                                   : o.eager_max;
+  return std::max(limit, o.eager_max);
+}
 
 class TcpTransport final : public detail::Transport {
  public:
