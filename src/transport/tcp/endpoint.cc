@@ -304,18 +304,14 @@ TcpEndpoint::Req TcpEndpoint::read(const detail::RegionState& local, size_t loca
   return req;
 }
 
-TcpEndpoint::Req TcpEndpoint::send(const void* buf, size_t len, uint64_t tag) {
-  return send_upto(buf, len, tag, transport_->options().eager_max);
-}
+TcpEndpoint::Req TcpEndpoint::send(const void* buf, size_t len, uint64_t tag) { return send_as(buf, len, tag, false); }
 
 TcpEndpoint::Req TcpEndpoint::send_exchange(const void* buf, size_t len, uint64_t tag, uint64_t* done_seq) {
   (void)done_seq;  // always a request
-  // A stream not yet connected counts as not through loopback: a plain send's limit.
-  Connection* c = ordered_stream();
-  return send_upto(buf, len, tag, exchange_eager_limit(transport_->options(), c != nullptr && c->through_loopback()));
+  return send_as(buf, len, tag, true);
 }
 
-TcpEndpoint::Req TcpEndpoint::send_upto(const void* buf, size_t len, uint64_t tag, uint64_t eager_max) {
+TcpEndpoint::Req TcpEndpoint::send_as(const void* buf, size_t len, uint64_t tag, bool exchange) {
   if (Status st = health(); !st.ok()) return failed_request("send", st);
   auto req = new_request("send");
   req->bytes = len;
@@ -327,7 +323,8 @@ TcpEndpoint::Req TcpEndpoint::send_upto(const void* buf, size_t len, uint64_t ta
   }
   FrameHeader h;
   h.a = tag;
-  if (len <= eager_max) {
+  const TcpOptions& o = transport_->options();
+  if (len <= (exchange ? exchange_eager_limit(o, c->through_loopback()) : o.eager_max)) {
     h.type = FrameType::kSend;
     h.seq = req->seq();
     h.length = len;

@@ -93,8 +93,8 @@ class TcpEndpoint : public detail::TransportEndpoint, public std::enable_shared_
   template <typename F>
   Status register_unless_failed(F&& add);
   Req failed_request(const char* op, const Status& why);
-  // send() with the payload sent at once (no rendezvous) when it is at most `eager_max`.
-  Req send_upto(const void* buf, size_t len, uint64_t tag, uint64_t eager_max);
+  // send(), or send_exchange() with its larger eager limit (exchange_eager_limit).
+  Req send_as(const void* buf, size_t len, uint64_t tag, bool exchange);
   std::shared_ptr<Connection> out_stream(size_t i);
   // The connection that carries this side's ordered frames (sends, rendezvous requests and
   // their answers, unstriped immediates): chosen once, at the first use or when the peer's
