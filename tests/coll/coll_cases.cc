@@ -14,7 +14,7 @@ size_t check_reduce(Communicator& c, const Case& k, const std::string& what, Sta
   const int r = c.rank(), n = c.size();
   const size_t es = dtype_size(k.t);
   auto send = junk(k.count * es), recv = junk(k.count * es);
-  for (size_t i = 0; i < k.count; ++i) put(k.t, send.data(), i, input(k.t, k.op, r, i));
+  fill_input(k.t, k.op, r, send.data(), k.count);
   const bool in_place = k.variant == Variant::kInPlace;
   void* dst = in_place ? send.data() : recv.data();
   if (k.coll == Collective::kAllreduce) {
@@ -29,7 +29,7 @@ size_t check_reduce_scatter(Communicator& c, const Case& k, const std::string& w
   const int r = c.rank(), n = c.size();
   const size_t es = dtype_size(k.t);
   auto send = junk(n * k.count * es), recv = junk(k.count * es);
-  for (size_t i = 0; i < n * k.count; ++i) put(k.t, send.data(), i, input(k.t, k.op, r, i));
+  fill_input(k.t, k.op, r, send.data(), n * k.count);
   void* dst = k.variant == Variant::kInPlace ? send.data()
               : k.variant == Variant::kAlias  ? send.data() + r * k.count * es
                                               : recv.data();

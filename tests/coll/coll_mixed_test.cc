@@ -180,14 +180,12 @@ TEST_P(Mixed, NonBlockingInFlightThenBlocking) {
       std::vector<int64_t> ar2(count), bc(count, -1), ag_send(count), ag_recv(n * count, -1);
       std::vector<int64_t> rs_send(n * count), rs_recv(count, -1), a2a_send(n * count), a2a_recv(n * count, -1);
       std::vector<double> last(count);
-      for (size_t i = 0; i < count; ++i) {
-        put(f, ar_send.data(), i, input(f, ReduceOp::kSum, r, i));
-        put(i64, ar2.data(), i, input(i64, ReduceOp::kMax, r, i));
-        put(DataType::kFloat64, last.data(), i, input(DataType::kFloat64, ReduceOp::kMin, r, i));
-      }
+      fill_input(f, ReduceOp::kSum, r, ar_send.data(), count);
+      fill_input(i64, ReduceOp::kMax, r, ar2.data(), count);
+      fill_input(DataType::kFloat64, ReduceOp::kMin, r, last.data(), count);
       if (r == n - 1) fill_pattern(i64, bc.data(), count, key_bcast(n - 1));
       fill_pattern(i64, ag_send.data(), count, key_gather(r));
-      for (size_t i = 0; i < n * count; ++i) put(i64, rs_send.data(), i, input(i64, ReduceOp::kSum, r, i));
+      fill_input(i64, ReduceOp::kSum, r, rs_send.data(), n * count);
       for (int b = 0; b < n; ++b) fill_pattern(i64, a2a_send.data() + b * count, count, key_pair(r, b));
 
       std::vector<Work> ws;

@@ -35,7 +35,7 @@ TEST_P(WorldSize, AllreduceEveryAlgorithmTypeOpSize) {
             pod.run([&](int r) {
               size_t es = dtype_size(t);
               std::vector<std::byte> send(count * es + 1), recv(count * es + 1);
-              for (size_t i = 0; i < count; ++i) put(t, send.data(), i, input(t, op, r, i));
+              fill_input(t, op, r, send.data(), count);
               void* dst = in_place ? send.data() : recv.data();
               Status st = comms[r]->allreduce(send.data(), dst, count, t, op);
               ASSERT_TRUE(st.ok()) << algo << ": " << st.to_string();
