@@ -8,8 +8,6 @@ namespace podnet::testing {
 namespace {
 
 std::byte* at(std::vector<std::byte>& v, size_t elems, size_t es) { return v.data() + elems * es; }
-std::vector<std::byte> junk(size_t bytes) { return std::vector<std::byte>(bytes + 1, kJunk); }
-
 size_t check_reduce(Communicator& c, const Case& k, const std::string& what, Status& st) {
   const int r = c.rank(), n = c.size();
   const size_t es = dtype_size(k.t);
@@ -17,12 +15,18 @@ size_t check_reduce(Communicator& c, const Case& k, const std::string& what, Sta
   fill_input(k.t, k.op, r, send.data(), k.count);
   const bool in_place = k.variant == Variant::kInPlace;
   void* dst = in_place ? send.data() : recv.data();
-  if (k.coll == Collective::kAllreduce) {
-    st = c.allreduce(send.data(), dst, k.count, k.t, k.op);
-    return st.ok() ? compare(k.t, k.op, n, dst, k.count, 0, what, r) : 0;
+  const auto sent = send, recv_before = recv;
+  const bool result_here = k.coll == Collective::kAllreduce || r == k.root;
+  st = k.coll == Collective::kAllreduce ? c.allreduce(send.data(), dst, k.count, k.t, k.op)
+                                        : c.reduce(send.data(), dst, k.count, k.t, k.op, k.root);
+  if (!st.ok()) return 0;
+  size_t wrong = result_here ? compare(k.t, k.op, n, dst, k.count, 0, what, r) : 0;
+  wrong += spare_intact(send, what, "send", r) + spare_intact(recv, what, "recv", r);
+  if (!in_place) {
+    wrong += unchanged(send, sent, what, "send", r);
+    if (!result_here) wrong += unchanged(recv, recv_before, what, "recv (a non-root's)", r);
   }
-  st = c.reduce(send.data(), dst, k.count, k.t, k.op, k.root);
-  return st.ok() && r == k.root ? compare(k.t, k.op, n, dst, k.count, 0, what, r) : 0;
+  return wrong;
 }
 
 size_t check_reduce_scatter(Communicator& c, const Case& k, const std::string& what, Status& st) {
@@ -33,8 +37,13 @@ size_t check_reduce_scatter(Communicator& c, const Case& k, const std::string& w
   void* dst = k.variant == Variant::kInPlace ? send.data()
               : k.variant == Variant::kAlias  ? send.data() + r * k.count * es
                                               : recv.data();
+  const auto sent = send;
   st = c.reduce_scatter(send.data(), dst, k.count, k.t, k.op);
-  return st.ok() ? compare(k.t, k.op, n, dst, k.count, r * k.count, what, r) : 0;
+  if (!st.ok()) return 0;
+  size_t wrong = compare(k.t, k.op, n, dst, k.count, r * k.count, what, r);
+  wrong += spare_intact(send, what, "send", r) + spare_intact(recv, what, "recv", r);
+  if (k.variant == Variant::kOutOfPlace) wrong += unchanged(send, sent, what, "send", r);
+  return wrong;
 }
 
 // In place: one buffer. Out of place: the root's send lands in every recv (the root's too);
@@ -45,14 +54,18 @@ size_t check_broadcast(Communicator& c, const Case& k, const std::string& what, 
   if (k.variant == Variant::kInPlace) {
     if (c.rank() == k.root) fill_pattern(k.t, buf.data(), k.count, key_bcast(k.root));
     st = c.broadcast(buf.data(), k.count, k.t, k.root);
-    return st.ok() ? compare_pattern(k.t, buf.data(), k.count, key_bcast(k.root), what, c.rank()) : 0;
+    if (!st.ok()) return 0;
+    return compare_pattern(k.t, buf.data(), k.count, key_bcast(k.root), what, c.rank()) +
+           spare_intact(buf, what, "buffer", c.rank());
   }
   auto send = junk(k.count * es);
   if (c.rank() == k.root) fill_pattern(k.t, send.data(), k.count, key_bcast(k.root));
+  const auto sent = send;
   st = c.broadcast(send.data(), buf.data(), k.count, k.t, k.root);
   if (!st.ok()) return 0;
   size_t bad = compare_pattern(k.t, buf.data(), k.count, key_bcast(k.root), what, c.rank());
   if (c.rank() == k.root) bad += compare_pattern(k.t, send.data(), k.count, key_bcast(k.root), what + " (root's send)", c.rank());
+  bad += spare_intact(buf, what, "recv", c.rank()) + unchanged(send, sent, what, "send", c.rank());
   return bad;
 }
 
@@ -77,12 +90,12 @@ size_t check_allgather(Communicator& c, const Case& k, const std::string& what, 
     fill_pattern(k.t, recv.data(), counts[r], key_gather(r));
     src = recv.data();
   }
+  const auto sent = send;
   st = v ? c.allgatherv(src, counts[r], recv.data(), counts, k.t) : c.allgather(src, recv.data(), k.count, k.t);
+  if (!st.ok()) return 0;
   size_t wrong = 0;
-  if (st.ok())
-    for (int b = 0; b < n; ++b)
-      wrong += compare_pattern(k.t, at(recv, off[b], es), counts[b], key_gather(b), what, r);
-  return wrong;
+  for (int b = 0; b < n; ++b) wrong += compare_pattern(k.t, at(recv, off[b], es), counts[b], key_gather(b), what, r);
+  return wrong + spare_intact(recv, what, "recv", r) + unchanged(send, sent, what, "send", r);
 }
 
 // alltoall and alltoallv: the block from a to b holds key_pair(a, b).
@@ -101,11 +114,14 @@ size_t check_alltoall(Communicator& c, const Case& k, const std::string& what, S
   auto send = junk((in_place ? std::max(so[n], ro[n]) : so[n]) * es), recv = junk(ro[n] * es);
   for (int b = 0; b < n; ++b) fill_pattern(k.t, at(send, so[b], es), sc[b], key_pair(r, b));
   void* dst = in_place ? send.data() : recv.data();
+  const auto sent = send;
   st = v ? c.alltoallv(send.data(), sc, dst, rc, k.t) : c.alltoall(send.data(), dst, k.count, k.t);
+  if (!st.ok()) return 0;
   size_t wrong = 0;
-  if (st.ok())
-    for (int a = 0; a < n; ++a)
-      wrong += compare_pattern(k.t, static_cast<std::byte*>(dst) + ro[a] * es, rc[a], key_pair(a, r), what, r);
+  for (int a = 0; a < n; ++a)
+    wrong += compare_pattern(k.t, static_cast<std::byte*>(dst) + ro[a] * es, rc[a], key_pair(a, r), what, r);
+  wrong += spare_intact(send, what, "send", r) + spare_intact(recv, what, "recv", r);
+  if (!in_place) wrong += unchanged(send, sent, what, "send", r);
   return wrong;
 }
 
@@ -123,11 +139,12 @@ size_t check_gather(Communicator& c, const Case& k, const std::string& what, Sta
     fill_pattern(k.t, recv.data(), k.count, key_gather(r));
     src = recv.data();
   }
+  const auto sent = send, recv_before = recv;
   st = c.gather(src, recv.data(), k.count, k.t, k.root);
-  size_t wrong = 0;
-  if (st.ok() && r == k.root)
-    for (int b = 0; b < n; ++b)
-      wrong += compare_pattern(k.t, at(recv, b * k.count, es), k.count, key_gather(b), what, r);
+  if (!st.ok()) return 0;
+  size_t wrong = spare_intact(recv, what, "recv", r) + unchanged(send, sent, what, "send", r);
+  if (r != k.root) return wrong + unchanged(recv, recv_before, what, "recv (a non-root's)", r);
+  for (int b = 0; b < n; ++b) wrong += compare_pattern(k.t, at(recv, b * k.count, es), k.count, key_gather(b), what, r);
   return wrong;
 }
 
@@ -142,8 +159,14 @@ size_t check_scatter(Communicator& c, const Case& k, const std::string& what, St
     if (k.variant == Variant::kInPlace) dst = at(send, r * k.count, es);
     if (k.variant == Variant::kAlias) dst = send.data();
   }
+  const auto sent = send;
   st = c.scatter(send.data(), dst, k.count, k.t, k.root);
-  return st.ok() ? compare_pattern(k.t, dst, k.count, key_pair(k.root, r), what, r) : 0;
+  if (!st.ok()) return 0;
+  size_t wrong = compare_pattern(k.t, dst, k.count, key_pair(k.root, r), what, r);
+  wrong += spare_intact(send, what, "send", r) + spare_intact(recv, what, "recv", r);
+  // The root's blocks for the others stay as they were (its own block is the result in place).
+  if (r != k.root || k.variant == Variant::kOutOfPlace) wrong += unchanged(send, sent, what, "send", r);
+  return wrong;
 }
 
 // Rank r sends to r+shift and receives from r-shift: two messages each way, checking that
@@ -166,8 +189,11 @@ size_t check_sendrecv(Communicator& c, const Case& k, const std::string& what, S
   if (r < to) { sends(); recvs(); } else { recvs(); sends(); }
   size_t wrong = 0;
   if (st.ok())
-    for (int m = 0; m < 2; ++m)
+    for (int m = 0; m < 2; ++m) {
       wrong += compare_pattern(k.t, in[m].data(), k.count, key_pair(from, r) + 64 * m, what, r);
+      wrong += spare_intact(in[m], what, "recv", r);
+      wrong += compare_pattern(k.t, out[m].data(), k.count, key_pair(r, to) + 64 * m, what + " (send)", r);
+    }
   return wrong;
 }
 

@@ -112,6 +112,28 @@ inline uint64_t key_bcast(int root) { return 70 + static_cast<uint64_t>(root); }
 
 constexpr std::byte kJunk{0xA5};
 
+// A buffer of `bytes` bytes and one spare byte past them, all kJunk.
+inline std::vector<std::byte> junk(size_t bytes) { return std::vector<std::byte>(bytes + 1, kJunk); }
+
+// What a call must leave alone. Every buffer has one spare byte past its end (junk()): a
+// write one past a result goes unseen outside ASan unless someone looks at it.
+inline size_t spare_intact(const std::vector<std::byte>& v, const std::string& what, const char* name, int r) {
+  if (v.back() == kJunk) return 0;
+  ADD_FAILURE() << what << " rank " << r << ": the byte past the end of the " << name << " buffer was written";
+  return 1;
+}
+
+// A buffer the call may only read (an out-of-place send buffer; a receive buffer that only
+// the root uses) still holds what it held before the call; the first differing byte is named.
+inline size_t unchanged(const std::vector<std::byte>& v, const std::vector<std::byte>& before, const std::string& what,
+                        const char* name, int r) {
+  if (v.size() == before.size() && std::memcmp(v.data(), before.data(), v.size()) == 0) return 0;
+  auto [a, b] = std::mismatch(v.begin(), v.end(), before.begin(), before.end());
+  ADD_FAILURE() << what << " rank " << r << ": the call changed its " << name << " buffer (first at byte "
+                << (a - v.begin()) << " of " << v.size() << ")";
+  return 1;
+}
+
 // Runs `k` on this rank and checks what this rank can check. Returns the number of problems
 // (each already reported through gtest).
 size_t run_case(Communicator& c, const Case& k);

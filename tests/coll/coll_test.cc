@@ -34,13 +34,19 @@ TEST_P(WorldSize, AllreduceEveryAlgorithmTypeOpSize) {
             if (in_place && count > 5000) continue;
             pod.run([&](int r) {
               size_t es = dtype_size(t);
-              std::vector<std::byte> send(count * es + 1), recv(count * es + 1);
+              auto send = junk(count * es), recv = junk(count * es);
               fill_input(t, op, r, send.data(), count);
               void* dst = in_place ? send.data() : recv.data();
+              const auto sent = send;
               Status st = comms[r]->allreduce(send.data(), dst, count, t, op);
               ASSERT_TRUE(st.ok()) << algo << ": " << st.to_string();
               EXPECT_EQ(comms[r]->last_algorithm(Collective::kAllreduce), algo);
               EXPECT_EQ(compare(t, op, n, dst, count, 0, algo, r), 0u);
+              // Nothing past the result is written, and an out-of-place send stays as it was.
+              EXPECT_EQ(spare_intact(send, algo, "send", r) + spare_intact(recv, algo, "recv", r), 0u);
+              if (!in_place) {
+                EXPECT_EQ(unchanged(send, sent, algo, "send", r), 0u);
+              }
             });
           }
         }
