@@ -348,7 +348,7 @@ Status write_plot(const CollOptions& o, const std::vector<CollRow>& rows, int nr
 
 // ---- the run ----------------------------------------------------------------------------
 
-int run(const Args& args, CollOptions o) {
+int run_bench_coll(const Args& args, CollOptions o) {
   auto fail = [](int code, const Status& st) {
     std::fprintf(stderr, "podnet bench coll: %s\n", st.message().c_str());
     return code;
@@ -495,7 +495,7 @@ void add_bench_coll_command(CLI::App& bench) {
               "take both buffers from Context::allocate_memory (peers on this host map them: docs/io-api.md)");
   p->add_option("--plot", o->plot, "write busbw against size to this PNG (needs gnuplot: Debian gnuplot-nox)")
       ->type_name("FILE.png");
-  p->callback([a, o] { set_exit_code(run(*a, *o)); });
+  p->callback([a, o] { set_exit_code(run_bench_coll(*a, *o)); });
 }
 
 }  // namespace podnet::tool

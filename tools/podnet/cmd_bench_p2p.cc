@@ -29,7 +29,7 @@ int run_all_pairs(World& world, const P2pOptions& o) {
   return m->wrong > 0 ? 3 : 0;
 }
 
-int run(const P2pOptions& in, const std::string& size_text, bool all) {
+int run_bench_p2p(const P2pOptions& in, const std::string& size_text, bool all) {
   P2pOptions o = in;
   if (all) {
     o.sizes = all_sizes();
@@ -112,7 +112,7 @@ void add_bench_p2p_command(CLI::App& bench) {
   p->add_flag("--all-pairs", o->all_pairs,
               "every ordered pair of ranks in turn (any number of ranks): a matrix, per-rank medians and the "
               "outliers; without -n each pair moves ~32 MiB in bw mode");
-  p->callback([o, size, all] { set_exit_code(run(*o, *size, *all)); });
+  p->callback([o, size, all] { set_exit_code(run_bench_p2p(*o, *size, *all)); });
 }
 
 }  // namespace podnet::tool
