@@ -80,7 +80,7 @@ if has p2p; then
   # and write_notify's data is checked the moment its notification arrives (lat mode).
   for mode in write_notify:lat write_notify:bw read:bw send:bw; do
     run_suite "p2p_lanes_${mode/:/_}" 180 "$src/tests/rdma-lab/lanes.sh" "$podnet" \
-      -o "${mode%:*}" -m "${mode#*:}" -s 4M -n 20
+      -o "${mode%:*}" -m "${mode#*:}" -s 4M -n 10
   done
   run_suite p2p_send_lat 120 env PODNET_TRANSPORT=verbs "$podnet" run -n 2 -- \
     "$podnet" bench p2p -o send -m lat -s 8 -n 200 --check
