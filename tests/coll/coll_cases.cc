@@ -15,7 +15,6 @@ size_t check_reduce(Communicator& c, const Case& k, const std::string& what, Sta
   fill_input(k.t, k.op, r, send.data(), k.count);
   const bool in_place = k.variant == Variant::kInPlace;
   void* dst = in_place ? send.data() : recv.data();
-  const auto sent = send, recv_before = recv;
   const bool result_here = k.coll == Collective::kAllreduce || r == k.root;
   st = k.coll == Collective::kAllreduce ? c.allreduce(send.data(), dst, k.count, k.t, k.op)
                                         : c.reduce(send.data(), dst, k.count, k.t, k.op, k.root);
@@ -23,8 +22,8 @@ size_t check_reduce(Communicator& c, const Case& k, const std::string& what, Sta
   size_t wrong = result_here ? compare(k.t, k.op, n, dst, k.count, 0, what, r) : 0;
   wrong += spare_intact(send, what, "send", r) + spare_intact(recv, what, "recv", r);
   if (!in_place) {
-    wrong += unchanged(send, sent, what, "send", r);
-    if (!result_here) wrong += unchanged(recv, recv_before, what, "recv (a non-root's)", r);
+    wrong += compare_input(k.t, k.op, r, send.data(), k.count, what + " (send)", r);
+    if (!result_here) wrong += still_junk(recv, what, "recv (a non-root's)", r);
   }
   return wrong;
 }
@@ -35,14 +34,14 @@ size_t check_reduce_scatter(Communicator& c, const Case& k, const std::string& w
   auto send = junk(n * k.count * es), recv = junk(k.count * es);
   fill_input(k.t, k.op, r, send.data(), n * k.count);
   void* dst = k.variant == Variant::kInPlace ? send.data()
-              : k.variant == Variant::kAlias  ? send.data() + r * k.count * es
-                                              : recv.data();
-  const auto sent = send;
+              : k.variant == Variant::kAlias ? send.data() + r * k.count * es
+                                             : recv.data();
   st = c.reduce_scatter(send.data(), dst, k.count, k.t, k.op);
   if (!st.ok()) return 0;
   size_t wrong = compare(k.t, k.op, n, dst, k.count, r * k.count, what, r);
   wrong += spare_intact(send, what, "send", r) + spare_intact(recv, what, "recv", r);
-  if (k.variant == Variant::kOutOfPlace) wrong += unchanged(send, sent, what, "send", r);
+  if (k.variant == Variant::kOutOfPlace)
+    wrong += compare_input(k.t, k.op, r, send.data(), n * k.count, what + " (send)", r);
   return wrong;
 }
 
@@ -60,12 +59,12 @@ size_t check_broadcast(Communicator& c, const Case& k, const std::string& what, 
   }
   auto send = junk(k.count * es);
   if (c.rank() == k.root) fill_pattern(k.t, send.data(), k.count, key_bcast(k.root));
-  const auto sent = send;
   st = c.broadcast(send.data(), buf.data(), k.count, k.t, k.root);
   if (!st.ok()) return 0;
   size_t bad = compare_pattern(k.t, buf.data(), k.count, key_bcast(k.root), what, c.rank());
   if (c.rank() == k.root) bad += compare_pattern(k.t, send.data(), k.count, key_bcast(k.root), what + " (root's send)", c.rank());
-  bad += spare_intact(buf, what, "recv", c.rank()) + unchanged(send, sent, what, "send", c.rank());
+  bad += spare_intact(buf, what, "recv", c.rank()) + spare_intact(send, what, "send", c.rank());
+  if (c.rank() != k.root) bad += still_junk(send, what, "send (a non-root's)", c.rank());
   return bad;
 }
 
@@ -90,12 +89,15 @@ size_t check_allgather(Communicator& c, const Case& k, const std::string& what, 
     fill_pattern(k.t, recv.data(), counts[r], key_gather(r));
     src = recv.data();
   }
-  const auto sent = send;
   st = v ? c.allgatherv(src, counts[r], recv.data(), counts, k.t) : c.allgather(src, recv.data(), k.count, k.t);
   if (!st.ok()) return 0;
   size_t wrong = 0;
   for (int b = 0; b < n; ++b) wrong += compare_pattern(k.t, at(recv, off[b], es), counts[b], key_gather(b), what, r);
-  return wrong + spare_intact(recv, what, "recv", r) + unchanged(send, sent, what, "send", r);
+  wrong += spare_intact(recv, what, "recv", r) + spare_intact(send, what, "send", r);
+  // Out of place the send block stays as filled; otherwise the call never sees `send`.
+  if (k.variant == Variant::kOutOfPlace)
+    return wrong + compare_pattern(k.t, send.data(), counts[r], key_gather(r), what + " (send)", r);
+  return wrong + still_junk(send, what, "unused send", r);
 }
 
 // alltoall and alltoallv: the block from a to b holds key_pair(a, b).
@@ -114,14 +116,15 @@ size_t check_alltoall(Communicator& c, const Case& k, const std::string& what, S
   auto send = junk((in_place ? std::max(so[n], ro[n]) : so[n]) * es), recv = junk(ro[n] * es);
   for (int b = 0; b < n; ++b) fill_pattern(k.t, at(send, so[b], es), sc[b], key_pair(r, b));
   void* dst = in_place ? send.data() : recv.data();
-  const auto sent = send;
   st = v ? c.alltoallv(send.data(), sc, dst, rc, k.t) : c.alltoall(send.data(), dst, k.count, k.t);
   if (!st.ok()) return 0;
   size_t wrong = 0;
   for (int a = 0; a < n; ++a)
     wrong += compare_pattern(k.t, static_cast<std::byte*>(dst) + ro[a] * es, rc[a], key_pair(a, r), what, r);
   wrong += spare_intact(send, what, "send", r) + spare_intact(recv, what, "recv", r);
-  if (!in_place) wrong += unchanged(send, sent, what, "send", r);
+  if (!in_place)
+    for (int b = 0; b < n; ++b)
+      wrong += compare_pattern(k.t, at(send, so[b], es), sc[b], key_pair(r, b), what + " (send)", r);
   return wrong;
 }
 
@@ -139,11 +142,12 @@ size_t check_gather(Communicator& c, const Case& k, const std::string& what, Sta
     fill_pattern(k.t, recv.data(), k.count, key_gather(r));
     src = recv.data();
   }
-  const auto sent = send, recv_before = recv;
   st = c.gather(src, recv.data(), k.count, k.t, k.root);
   if (!st.ok()) return 0;
-  size_t wrong = spare_intact(recv, what, "recv", r) + unchanged(send, sent, what, "send", r);
-  if (r != k.root) return wrong + unchanged(recv, recv_before, what, "recv (a non-root's)", r);
+  size_t wrong = spare_intact(recv, what, "recv", r) + spare_intact(send, what, "send", r);
+  wrong += src == send.data() ? compare_pattern(k.t, send.data(), k.count, key_gather(r), what + " (send)", r)
+                              : still_junk(send, what, "unused send", r);
+  if (r != k.root) return wrong + still_junk(recv, what, "recv (a non-root's)", r);
   for (int b = 0; b < n; ++b) wrong += compare_pattern(k.t, at(recv, b * k.count, es), k.count, key_gather(b), what, r);
   return wrong;
 }
@@ -159,13 +163,16 @@ size_t check_scatter(Communicator& c, const Case& k, const std::string& what, St
     if (k.variant == Variant::kInPlace) dst = at(send, r * k.count, es);
     if (k.variant == Variant::kAlias) dst = send.data();
   }
-  const auto sent = send;
   st = c.scatter(send.data(), dst, k.count, k.t, k.root);
   if (!st.ok()) return 0;
   size_t wrong = compare_pattern(k.t, dst, k.count, key_pair(k.root, r), what, r);
   wrong += spare_intact(send, what, "send", r) + spare_intact(recv, what, "recv", r);
-  // The root's blocks for the others stay as they were (its own block is the result in place).
-  if (r != k.root || k.variant == Variant::kOutOfPlace) wrong += unchanged(send, sent, what, "send", r);
+  if (r != k.root) return wrong + still_junk(send, what, "send (a non-root's)", r);
+  // The root's blocks stay as filled, but for block 0 when its own result lands there (alias).
+  for (int b = 0; b < n; ++b)
+    if (k.variant != Variant::kAlias || b != 0 || r == 0)
+      wrong +=
+          compare_pattern(k.t, at(send, b * k.count, es), k.count, key_pair(k.root, b), what + " (root's send)", r);
   return wrong;
 }
 

@@ -225,6 +225,21 @@ inline void fill_input(DataType t, ReduceOp op, int r, void* buf, size_t count, 
   detail::fill_periodic(t, buf, count, first, kInputPeriod, [&](size_t i) { return input(t, op, r, i); });
 }
 
+// Compares `count` elements with rank r's inputs (what fill_input wrote): an out-of-place
+// call must leave its send buffer so. Returns the number of wrong elements.
+inline size_t compare_input(DataType t, ReduceOp op, int r, const void* got, size_t count, const std::string& what,
+                            int rank) {
+  auto ok = [&](const unsigned char* elem, size_t i, bool report) {
+    double want = input(t, op, r, i), have = get(t, elem, 0);
+    if (have != want && report)
+      ADD_FAILURE() << what << " rank " << rank << " type " << dtype_name(t) << ": input element " << i << " is "
+                    << have << ", expected " << want;
+    return have == want;
+  };
+  return detail::compare_periodic(
+      t, got, count, 0, kInputPeriod, [&](size_t i) { return input(t, op, r, i); }, ok);
+}
+
 // Compares `count` elements of a reduction result with reference() from `first_index` on.
 // Returns the number of wrong elements (and reports the first few).
 inline size_t compare(DataType t, ReduceOp op, int n, const void* got, size_t count, size_t first_index,
