@@ -94,6 +94,33 @@ TEST(Reference, ChecksCountEveryWrongElement) {
   }
 }
 
+// compare_input holds a send buffer to what fill_input wrote: the same rank's inputs pass,
+// another rank's or one changed element past the first period do not.
+TEST(Reference, InputChecksCatchAChangedSendBuffer) {
+  const size_t count = 2 * kInputPeriod + 9;
+  for (DataType t : kTypes)
+    for (ReduceOp op : kOps) {
+      const size_t es = elem_size(t);
+      std::vector<unsigned char> buf(count * es);
+      fill_input(t, op, 3, buf.data(), count);
+      EXPECT_EQ(compare_input(t, op, 3, buf.data(), count, "ok", 0), 0u) << dtype_name(t) << " " << reduce_op_name(op);
+      put(t, buf.data(), kInputPeriod + 5, input(t, op, 3, kInputPeriod + 5) + 1);
+      size_t wrong = 0;
+      EXPECT_NONFATAL_FAILURE(wrong = compare_input(t, op, 3, buf.data(), count, "bad", 0),
+                              "input element " + std::to_string(kInputPeriod + 5));
+      EXPECT_EQ(wrong, 1u) << dtype_name(t) << " " << reduce_op_name(op);
+      size_t others = 0;
+      ::testing::TestPartResultArray reports;
+      {
+        ::testing::ScopedFakeTestPartResultReporter intercept(
+            ::testing::ScopedFakeTestPartResultReporter::INTERCEPT_ONLY_CURRENT_THREAD, &reports);
+        others = compare_input(t, op, 4, buf.data(), count, "other rank", 0);
+      }
+      EXPECT_GT(others, 0u) << dtype_name(t) << " " << reduce_op_name(op);
+      EXPECT_GT(reports.size(), 0) << dtype_name(t) << " " << reduce_op_name(op);
+    }
+}
+
 // What the element-wise comparison accepts without being the encoded reference still passes:
 // -0.0 for 0, and an average within the tolerance.
 TEST(Reference, ChecksKeepTheElementwiseSemantics) {
