@@ -8,6 +8,7 @@ namespace podnet::testing {
 namespace {
 
 std::byte* at(std::vector<std::byte>& v, size_t elems, size_t es) { return v.data() + elems * es; }
+
 size_t check_reduce(Communicator& c, const Case& k, const std::string& what, Status& st) {
   const int r = c.rank(), n = c.size();
   const size_t es = dtype_size(k.t);

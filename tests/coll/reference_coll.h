@@ -218,6 +218,20 @@ size_t compare_periodic(DataType t, const void* got, size_t count, size_t first,
   return wrong;
 }
 
+// compare_periodic with exact equality to value(i); a report names element i as name(i).
+template <typename Value, typename Name>
+size_t compare_exact(DataType t, const void* got, size_t count, size_t period, Value&& value, Name&& name,
+                     const std::string& what, int rank) {
+  auto ok = [&](const unsigned char* elem, size_t i, bool report) {
+    double want = value(i), have = get(t, elem, 0);
+    if (have != want && report)
+      ADD_FAILURE() << what << " rank " << rank << " type " << dtype_name(t) << ": " << name(i) << " is " << have
+                    << ", expected " << want;
+    return have == want;
+  };
+  return compare_periodic(t, got, count, 0, period, value, ok);
+}
+
 }  // namespace detail
 
 // Rank r's inputs for elements first .. first+count-1: element i = input(t, op, r, first + i).
@@ -229,15 +243,9 @@ inline void fill_input(DataType t, ReduceOp op, int r, void* buf, size_t count, 
 // call must leave its send buffer so. Returns the number of wrong elements.
 inline size_t compare_input(DataType t, ReduceOp op, int r, const void* got, size_t count, const std::string& what,
                             int rank) {
-  auto ok = [&](const unsigned char* elem, size_t i, bool report) {
-    double want = input(t, op, r, i), have = get(t, elem, 0);
-    if (have != want && report)
-      ADD_FAILURE() << what << " rank " << rank << " type " << dtype_name(t) << ": input element " << i << " is "
-                    << have << ", expected " << want;
-    return have == want;
-  };
-  return detail::compare_periodic(
-      t, got, count, 0, kInputPeriod, [&](size_t i) { return input(t, op, r, i); }, ok);
+  return detail::compare_exact(
+      t, got, count, kInputPeriod, [&](size_t i) { return input(t, op, r, i); },
+      [](size_t i) { return "input element " + std::to_string(i); }, what, rank);
 }
 
 // Compares `count` elements of a reduction result with reference() from `first_index` on.
@@ -274,15 +282,9 @@ inline void fill_pattern(DataType t, void* buf, size_t count, uint64_t key) {
 // Compares `count` elements with pattern(key); returns the number of wrong ones.
 inline size_t compare_pattern(DataType t, const void* got, size_t count, uint64_t key, const std::string& what,
                               int rank) {
-  auto ok = [&](const unsigned char* elem, size_t i, bool report) {
-    double want = pattern(t, key, i), have = get(t, elem, 0);
-    if (have != want && report)
-      ADD_FAILURE() << what << " rank " << rank << " type " << dtype_name(t) << ": element " << i << " of block "
-                    << key << " is " << have << ", expected " << want;
-    return have == want;
-  };
-  return detail::compare_periodic(
-      t, got, count, 0, kPatternPeriod, [&](size_t i) { return pattern(t, key, i); }, ok);
+  return detail::compare_exact(
+      t, got, count, kPatternPeriod, [&](size_t i) { return pattern(t, key, i); },
+      [&](size_t i) { return "element " + std::to_string(i) + " of block " + std::to_string(key); }, what, rank);
 }
 
 }  // namespace podnet::testing

@@ -50,9 +50,9 @@ if has xfer; then
   # that never touch the transport under test (the request state machine, the TCP wire
   # format, payload descriptors, the shm rings and shm-only cases): the host runs those, and
   # under TCG they took a third of the suite's time (RequestState's racing callbacks 13 s).
-  local_only='-RequestState.*:Wire.*:Payload.*:Shm*'
+  verbs_cases='-RequestState.*:Wire.*:Payload.*:Shm*'
   run_suite xfer_verbs 600 env PODNET_TRANSPORT=verbs "$build/tests/transport/test_xfer" \
-    --gtest_brief=1 --gtest_filter="$local_only"
+    --gtest_brief=1 --gtest_filter="$verbs_cases"
   passed=$(grep -o '\[  PASSED  \] [0-9]* test' "$out/xfer_verbs.log" | grep -o '[0-9]*' || echo 0)
   failed=$(grep -o '\[  FAILED  \] [0-9]* test' "$out/xfer_verbs.log" | grep -o '[0-9]*' || echo 0)
   echo "xfer_verbs: $passed gtest cases passed, ${failed:-0} failed" | tee -a "$out/counts.txt"
@@ -60,7 +60,7 @@ if has xfer; then
   # over all four (write_notify's immediate waits for the lanes), smaller ones go whole to
   # the QPs in turn.
   run_suite xfer_verbs_lanes 600 env PODNET_TRANSPORT=verbs PODNET_VERBS_QPS=4 PODNET_VERBS_CHUNK=64K \
-    "$build/tests/transport/test_xfer" --gtest_brief=1 --gtest_filter="$local_only"
+    "$build/tests/transport/test_xfer" --gtest_brief=1 --gtest_filter="$verbs_cases"
   # Nothing in podnet checks one-sided operations here: the NIC must refuse on its own.
   run_suite xfer_verbs_nic_check 180 env PODNET_TRANSPORT=verbs PODNET_VERBS_CHECK=0 bash -c \
     "'$build/tests/transport/test_xfer' --gtest_filter='VerbsNic.*' | tee /dev/stderr | grep -q 'PASSED  \] 1 test'"
