@@ -142,7 +142,8 @@ inline double reference(DataType t, ReduceOp op, int n, size_t i) {
 // kPatternPeriod), so the fills and checks below compute one period with the functions above,
 // encode it with put(), and copy or compare whole periods of bytes. Where the bytes differ
 // the element is compared in double as before, so what passes is exactly what passed before
-// (reference_test.cc checks the periods).
+// (reference_test.cc checks the periods). The patterns of all keys are shifts of one, so
+// their encoded periods are built once per type (pattern_table) rather than on every call.
 
 // Bytes per element of each type, written here rather than taken from the library.
 inline size_t elem_size(DataType t) {
@@ -183,19 +184,44 @@ std::vector<unsigned char> one_period(DataType t, size_t period, size_t count, s
   return enc;
 }
 
+// buf[0 .. bytes) := the encoded period enc[0 .. enc_bytes), repeated.
+inline void repeat_encoded(void* buf, size_t bytes, const unsigned char* enc, size_t enc_bytes) {
+  auto* p = static_cast<unsigned char*>(buf);
+  for (size_t done = 0; done < bytes; done += enc_bytes) std::memcpy(p + done, enc, std::min(enc_bytes, bytes - done));
+}
+
 // Element i of buf := put(value(first + i)), for a value of the given period.
 template <typename Value>
 void fill_periodic(DataType t, void* buf, size_t count, size_t first, size_t period, Value&& value) {
   const std::vector<unsigned char> enc = one_period(t, period, count, first, value);
-  auto* p = static_cast<unsigned char*>(buf);
-  for (size_t done = 0, bytes = count * elem_size(t); done < bytes; done += enc.size())
-    std::memcpy(p + done, enc.data(), std::min(enc.size(), bytes - done));
+  repeat_encoded(buf, count * elem_size(t), enc.data(), enc.size());
 }
 
-// Counts the elements for which element_ok(elem, first + i, report) is false. It is asked
-// only where a period's bytes differ from the encoded values, or where an encoded value does
-// not pass it itself (asked once per index of the period); report is set for the first three
-// wrong elements.
+// Counts the elements of got[0 .. count) for which element_ok(elem, first + i, report) is
+// false, given the encoded values of one period (enc, n elements of es bytes: element i is
+// expected to equal enc[i mod n]) and, for each index of the period, whether its encoded value
+// passes element_ok itself. element_ok is asked only where bytes differ from enc or the
+// encoded value is not trusted; report is set for the first three wrong elements.
+template <typename Ok>
+size_t compare_encoded(DataType t, const void* got, size_t count, size_t first, const unsigned char* enc, size_t n,
+                       const char* trusted, Ok&& element_ok) {
+  const size_t es = elem_size(t);
+  const bool all_trusted = std::find(trusted, trusted + n, 0) == trusted + n;
+  const auto* p = static_cast<const unsigned char*>(got);
+  size_t wrong = 0;
+  for (size_t base = 0; base < count; base += n) {
+    const size_t len = std::min(n, count - base);
+    if (all_trusted && std::memcmp(p + base * es, enc, len * es) == 0) continue;
+    for (size_t j = 0; j < len; ++j) {
+      const unsigned char* elem = p + (base + j) * es;
+      if (trusted[j] && std::memcmp(elem, enc + j * es, es) == 0) continue;
+      if (!element_ok(elem, first + base + j, wrong < 3)) ++wrong;
+    }
+  }
+  return wrong;
+}
+
+// compare_encoded with the period value(first) .. value(first + period - 1) encoded here.
 template <typename Value, typename Ok>
 size_t compare_periodic(DataType t, const void* got, size_t count, size_t first, size_t period, Value&& value,
                         Ok&& element_ok) {
@@ -203,33 +229,26 @@ size_t compare_periodic(DataType t, const void* got, size_t count, size_t first,
   const size_t es = elem_size(t), n = enc.size() / std::max<size_t>(es, 1);
   std::vector<char> trusted(n);
   for (size_t j = 0; j < n; ++j) trusted[j] = element_ok(enc.data() + j * es, first + j, false);
-  const bool all_trusted = std::find(trusted.begin(), trusted.end(), 0) == trusted.end();
-  const auto* p = static_cast<const unsigned char*>(got);
-  size_t wrong = 0;
-  for (size_t base = 0; base < count; base += n) {
-    const size_t len = std::min(n, count - base);
-    if (all_trusted && std::memcmp(p + base * es, enc.data(), len * es) == 0) continue;
-    for (size_t j = 0; j < len; ++j) {
-      const unsigned char* elem = p + (base + j) * es;
-      if (trusted[j] && std::memcmp(elem, enc.data() + j * es, es) == 0) continue;
-      if (!element_ok(elem, first + base + j, wrong < 3)) ++wrong;
-    }
-  }
-  return wrong;
+  return compare_encoded(t, got, count, first, enc.data(), n, trusted.data(), element_ok);
 }
 
-// compare_periodic with exact equality to value(i); a report names element i as name(i).
+// A report of compare_exact: element i (named name(i)) is `have`, expected value(i).
 template <typename Value, typename Name>
-size_t compare_exact(DataType t, const void* got, size_t count, size_t period, Value&& value, Name&& name,
-                     const std::string& what, int rank) {
-  auto ok = [&](const unsigned char* elem, size_t i, bool report) {
+auto exact_check(DataType t, Value& value, Name& name, const std::string& what, int rank) {
+  return [&, t, rank](const unsigned char* elem, size_t i, bool report) {
     double want = value(i), have = get(t, elem, 0);
     if (have != want && report)
       ADD_FAILURE() << what << " rank " << rank << " type " << dtype_name(t) << ": " << name(i) << " is " << have
                     << ", expected " << want;
     return have == want;
   };
-  return compare_periodic(t, got, count, 0, period, value, ok);
+}
+
+// compare_periodic with exact equality to value(i); a report names element i as name(i).
+template <typename Value, typename Name>
+size_t compare_exact(DataType t, const void* got, size_t count, size_t period, Value&& value, Name&& name,
+                     const std::string& what, int rank) {
+  return compare_periodic(t, got, count, 0, period, value, exact_check(t, value, name, what, rank));
 }
 
 }  // namespace detail
@@ -276,15 +295,56 @@ inline double pattern(DataType t, uint64_t key, size_t i) {
   int v = static_cast<int>((key * 29 + i * 3 + (i >> 7)) % 97);
   return is_signed(t) ? v - 48 : v;
 }
+
+namespace detail {
+
+// Every key's pattern is key 0's, shifted: 128 more indices add 385 = -3 (mod 97) to
+// i * 3 + (i >> 7), and -3 * 55 = 29 (mod 97), so pattern(t, key, i) ==
+// pattern(t, 0, i + pattern_shift(key)) (reference_test.cc checks it). The shift is below
+// kPatternPeriod.
+inline size_t pattern_shift(uint64_t key) { return 128 * ((55 * (key % 97)) % 97); }
+
+// Key 0's pattern for two periods, encoded, and whether each encoded value reads back as
+// itself: built once per type and shared by every key, thread and call (2 x 12,416
+// elements: at most 194 KiB a type).
+struct PatternTable {
+  std::vector<unsigned char> enc;
+  std::vector<char> trusted;
+};
+inline const PatternTable& pattern_table(DataType t) {
+  static const std::vector<PatternTable> tables = [] {
+    std::vector<PatternTable> all(std::size(kTypes));
+    for (DataType type : kTypes) {
+      PatternTable& tab = all.at(static_cast<size_t>(type));
+      const size_t n = 2 * kPatternPeriod, es = elem_size(type);
+      tab.enc.resize(n * es);
+      tab.trusted.resize(n);
+      for (size_t i = 0; i < n; ++i) {
+        put(type, tab.enc.data(), i, pattern(type, 0, i));
+        tab.trusted[i] = get(type, tab.enc.data(), i) == pattern(type, 0, i);
+      }
+    }
+    return all;
+  }();
+  return tables.at(static_cast<size_t>(t));
+}
+
+}  // namespace detail
+
 inline void fill_pattern(DataType t, void* buf, size_t count, uint64_t key) {
-  detail::fill_periodic(t, buf, count, 0, kPatternPeriod, [&](size_t i) { return pattern(t, key, i); });
+  const size_t es = elem_size(t);
+  detail::repeat_encoded(buf, count * es, detail::pattern_table(t).enc.data() + detail::pattern_shift(key) * es,
+                         kPatternPeriod * es);
 }
 // Compares `count` elements with pattern(key); returns the number of wrong ones.
 inline size_t compare_pattern(DataType t, const void* got, size_t count, uint64_t key, const std::string& what,
                               int rank) {
-  return detail::compare_exact(
-      t, got, count, kPatternPeriod, [&](size_t i) { return pattern(t, key, i); },
-      [&](size_t i) { return "element " + std::to_string(i) + " of block " + std::to_string(key); }, what, rank);
+  const detail::PatternTable& tab = detail::pattern_table(t);
+  const size_t shift = detail::pattern_shift(key);
+  auto value = [&](size_t i) { return pattern(t, key, i); };
+  auto name = [&](size_t i) { return "element " + std::to_string(i) + " of block " + std::to_string(key); };
+  return detail::compare_encoded(t, got, count, 0, tab.enc.data() + shift * elem_size(t), kPatternPeriod,
+                                 tab.trusted.data() + shift, detail::exact_check(t, value, name, what, rank));
 }
 
 }  // namespace podnet::testing

@@ -51,10 +51,23 @@ TEST(Reference, FillsEqualTheElementwiseDefinitions) {
       for (size_t i = 0; i < count; ++i) put(t, want.data(), i, input(t, op, 3, first + i));
       EXPECT_EQ(got, want) << dtype_name(t) << " " << reduce_op_name(op);
     }
-    fill_pattern(t, got.data(), count, 42);
-    for (size_t i = 0; i < count; ++i) put(t, want.data(), i, pattern(t, 42, i));
-    EXPECT_EQ(got, want) << dtype_name(t);
+    for (uint64_t key : {0ull, 1ull, 42ull, 96ull, 97ull, 1000003ull}) {  // each from the shared table
+      fill_pattern(t, got.data(), count, key);
+      for (size_t i = 0; i < count; ++i) put(t, want.data(), i, pattern(t, key, i));
+      EXPECT_EQ(got, want) << dtype_name(t) << " key " << key;
+    }
   }
+}
+
+// fill_pattern and compare_pattern read every key's values out of key 0's, shifted.
+TEST(Reference, EveryKeysPatternIsKeyZerosShifted) {
+  for (DataType t : {DataType::kInt8, DataType::kUint32, DataType::kBfloat16})
+    for (uint64_t key = 0; key < 300; ++key) {
+      const size_t shift = detail::pattern_shift(key);
+      ASSERT_LT(shift, kPatternPeriod) << key;
+      for (size_t i : indices())
+        ASSERT_EQ(pattern(t, key, i), pattern(t, 0, i + shift)) << dtype_name(t) << " key " << key << " i " << i;
+    }
 }
 
 // A correct result passes, one wrong element anywhere is counted and reported.
