@@ -2,6 +2,8 @@
 // CPU 1: how the receiver waits (spin: non-blocking recv in a loop; block: blocking recv; poll: poll() with
 // timeout 0 before each recv) changes the sender's time per frame. Env PAUSE=K: K pause instructions after
 // each failed recv (spin). Prints the receiver's recv calls per frame. Usage: tcp_oneway_receiver F N MODE
+// Added 2026-12-07 (thirty-sixth session): modes spinqa / blockqa set TCP_QUICKACK to 0 (delayed
+// acknowledgements) before every recv, spinqa1 once before the first (experiments-2026-12-07/README.md).
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -27,12 +29,12 @@ int main(int argc,char**argv){
   if(c==0){ // receiver on CPU 1
     cpu_set_t s; CPU_ZERO(&s); CPU_SET(1,&s); sched_setaffinity(0,sizeof s,&s);
     int fd=accept(l,0,0); setsockopt(fd,IPPROTO_TCP,TCP_NODELAY,&one,4); setsockopt(fd,IPPROTO_TCP,TCP_CONGESTION,"reno",4);
-    bool blk=!strcmp(mode,"block"), pl=!strcmp(mode,"poll"); int pz=getenv("PAUSE")?atoi(getenv("PAUSE")):0;
+    bool qa1=!strcmp(mode,"spinqa1"); bool qa=qa1||!strcmp(mode,"spinqa")||!strcmp(mode,"blockqa"); bool blk=!strncmp(mode,"block",5), pl=!strcmp(mode,"poll"); int pz=getenv("PAUSE")?atoi(getenv("PAUSE")):0;
     if(!blk) fcntl(fd,F_SETFL,O_NONBLOCK);
     std::vector<char> b(65536); size_t got=0, want=F*N; long calls=0, fails=0;
     while(got<want){
       if(pl){ pollfd p{fd,POLLIN,0}; if(poll(&p,1,0)<=0) continue; }
-      ssize_t r=recv(fd,b.data(),b.size(),0); calls++;
+      if(qa && (qa1==0 || calls==0)){int z=0;setsockopt(fd,IPPROTO_TCP,TCP_QUICKACK,&z,4);} ssize_t r=recv(fd,b.data(),b.size(),0); calls++;
       if(r>0) got+=r; else if(r==0) break; else { fails++; for(int k=0;k<pz;k++) __builtin_ia32_pause(); }
     }
     fprintf(stderr,"receiver: %.2f recv/frame, %.2f failed/frame\n",(double)calls/N,(double)fails/N);
