@@ -221,8 +221,9 @@ TEST(VerbsSlotTable, IdsOfFreedSlotsFindNothingAndSlotsAreReused) {
   EXPECT_EQ(t.size(), 2u);
   EXPECT_EQ(t.find(12345), nullptr);
   int seen = 0;
+  const uint64_t live_b = b, live_c = c;  // structured bindings cannot be captured before clang 16
   t.for_each([&](uint64_t id, std::shared_ptr<int>& v) {
-    EXPECT_TRUE(id == b || id == c);
+    EXPECT_TRUE(id == live_b || id == live_c);
     seen += *v;
   });
   EXPECT_EQ(seen, 5);

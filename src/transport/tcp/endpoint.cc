@@ -174,7 +174,8 @@ size_t TcpEndpoint::chunk_size(size_t len, bool fit_segments, uint32_t mss) cons
 
 void TcpEndpoint::post_write_chunks(const std::shared_ptr<RequestState>& target, const std::byte* src,
                                     const RemoteKey& remote, uint64_t raddr, size_t len) {
-  const auto [n, cs] = chunk_plan(len, true);
+  const ChunkPlan plan = chunk_plan(len, true);  // not a structured binding: the lambda below captures it
+  const size_t n = plan.n, cs = plan.size;
   // Each chunk completes twice: acknowledged by the target, and released by the local
   // socket (with MSG_ZEROCOPY the kernel may read the buffer until then).
   target->set_parts(static_cast<int>(2 * n));
@@ -277,7 +278,8 @@ TcpEndpoint::Req TcpEndpoint::read(const detail::RegionState& local, size_t loca
   if (Status st = health(); !st.ok()) return failed_request("read", st);
   auto req = new_request("read");
   req->bytes = len;
-  const auto [n, cs] = chunk_plan(len, true);
+  const ChunkPlan plan = chunk_plan(len, true);  // not a structured binding: the lambda below captures it
+  const size_t n = plan.n, cs = plan.size;
   req->set_parts(static_cast<int>(n));
   uint64_t first = next_id_.fetch_add(n, std::memory_order_relaxed);
   std::byte* dst = local.base + local_off;

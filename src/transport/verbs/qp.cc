@@ -10,7 +10,9 @@ Result<std::unique_ptr<QueuePair>> QueuePair::create(Device& d, ibv_cq* cq, cons
   std::unique_ptr<QueuePair> q(new QueuePair(d, shape));
   q->recv_.resize(size_t(shape.recv_depth) * shape.recv_size);
   q->slots_.resize(size_t(shape.send_slots) * shape.slot_size);
-  q->recv_mr_ = ibv_reg_mr(d.pd, q->recv_.data(), q->recv_.size(), IBV_ACCESS_LOCAL_WRITE);
+  // An int, not the enumerator: ibv_reg_mr is a macro that ANDs it with another enum's constant
+  // (IBV_ACCESS_OPTIONAL_RANGE), which clang rejects (-Wdeprecated-enum-enum-conversion).
+  q->recv_mr_ = ibv_reg_mr(d.pd, q->recv_.data(), q->recv_.size(), static_cast<int>(IBV_ACCESS_LOCAL_WRITE));
   q->slots_mr_ = ibv_reg_mr(d.pd, q->slots_.data(), q->slots_.size(), 0);
   if (q->recv_mr_ == nullptr || q->slots_mr_ == nullptr)
     return Status::Unavailable("{}: ibv_reg_mr of the queue pair's buffers: {} (check `ulimit -l`)", d.name,
