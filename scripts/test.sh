@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The whole test suite: installs what is missing, builds, runs every test (unit,
-# multi-process, launcher), then builds again with AddressSanitizer and
+# multi-process, launcher), then builds again with clang, AddressSanitizer and
 # UndefinedBehaviorSanitizer (build-san/) and runs the suite there too, less the soft-RoCE
-# VM test (which the first stage ran). Ends with one line "N passed, M failed, K skipped"
+# VM test (which the first stage ran). Two compilers: g++ builds the first stage, clang the
+# second, so code that only one of them accepts fails here. Ends with one line "N passed, M failed, K skipped"
 # over both stages.
 #   scripts/test.sh [ctest arguments...]      (passed to both stages)
 #   PODNET_TEST_SANITIZERS=0 scripts/test.sh  (the first stage only)
@@ -33,7 +34,8 @@ run_stage() {
 run_stage "tests" "$root/build" "$@"
 
 if [[ ${PODNET_TEST_SANITIZERS:-1} != 0 ]]; then
-  if "$root/scripts/setup.sh" --no-install --build-dir "$root/build-san" --sanitize address,undefined; then
+  if "$root/scripts/setup.sh" --no-install --build-dir "$root/build-san" --sanitize address,undefined \
+      --compiler clang; then
     # LeakSanitizer stays on (the default); UBSan aborts on the first report (built with
     # -fno-sanitize-recover) and prints where it came from.
     ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1} UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1} \
