@@ -3,8 +3,8 @@
 # multi-process, launcher), then builds again with clang, AddressSanitizer and
 # UndefinedBehaviorSanitizer (build-san/) and runs the suite there too, less the soft-RoCE
 # VM test (which the first stage ran). Two compilers: g++ builds the first stage, clang the
-# second, so code that only one of them accepts fails here. Ends with one line "N passed, M failed, K skipped"
-# over both stages.
+# second, so code that only one of them accepts fails here. Ends with one line
+# "N passed, M failed, K skipped" over both stages.
 #   scripts/test.sh [ctest arguments...]      (passed to both stages)
 #   PODNET_TEST_SANITIZERS=0 scripts/test.sh  (the first stage only)
 set -uo pipefail
