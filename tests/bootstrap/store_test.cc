@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <atomic>
 #include <random>
 #include <thread>
@@ -26,17 +27,32 @@ int64_t ms_since(Clock::time_point t) {
 
 bool contains(const std::string& s, const std::string& needle) { return s.find(needle) != std::string::npos; }
 
-// A port that was free a moment ago (bound to 0, then released).
+// A port that was free a moment ago, below the kernel's ephemeral range: a port bound to 0
+// and released comes from that range, where another test's outgoing connection may take it
+// as its source port before the server binds it, or a connect to it may pick it and
+// connect to itself.
 uint16_t free_port() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  EXPECT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa), 0);
-  socklen_t len = sizeof sa;
-  getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len);
-  close(fd);
-  return ntohs(sa.sin_port);
+  int lo = 32768;
+  if (FILE* f = std::fopen("/proc/sys/net/ipv4/ip_local_port_range", "r")) {
+    int a = 0, b = 0;
+    if (std::fscanf(f, "%d %d", &a, &b) == 2 && a > 0) lo = a;
+    std::fclose(f);
+  }
+  const int base = lo > 11000 ? 10000 : 1024;
+  std::mt19937 rng(std::random_device{}());
+  std::uniform_int_distribution<int> pick(base, lo - 1);
+  for (int tries = 0; tries < 1000; ++tries) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in sa{};
+    sa.sin_family = AF_INET;
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    sa.sin_port = htons(static_cast<uint16_t>(pick(rng)));
+    bool ok = bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0;
+    close(fd);
+    if (ok) return ntohs(sa.sin_port);
+  }
+  ADD_FAILURE() << "no free port below " << lo;
+  return 0;
 }
 
 // A plain blocking socket for speaking (or not speaking) the protocol by hand.
