@@ -164,7 +164,8 @@ TEST_F(StoreTest, WaitForPresentKeysReturnsAtOnce) {
   ASSERT_TRUE(client_->set("here", "1").ok());
   auto start = Clock::now();
   EXPECT_TRUE(client_->wait({"here"}, 5s).ok());
-  EXPECT_LT(ms_since(start), 100);
+  // Far below the 5 s it would wait for an absent key; loose enough for a crowded CI host.
+  EXPECT_LT(ms_since(start), 1000);
 }
 
 TEST_F(StoreTest, WaitTimeoutNamesMissingKeys) {
