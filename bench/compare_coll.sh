@@ -275,14 +275,25 @@ for n in $ranks_list; do
   for c in $colls; do
     for rg in "${ranges[@]}"; do
       read -r lo hi it wu <<<"$rg"
+      # The CPUs' mode (bench/lib.sh cpu_mode) before and after each tool's run of the range.
+      key() { printf '{"of": "%s", "ranks": %d, "coll": "%s", "lo": %d, "hi": %d, "rep": %d}' "$1" "$n" "$c" "$lo" "$hi" "$rep_i"; }
       echo "# [$rep_i/$repeats] n=$n $c $lo..$hi B: podnet" >&2
+      cpu_mode "$work" "$raw" "$(key podnet)"
       run_podnet "$n" "$c" "$lo" "$hi" "$it" "$wu"
-      if [[ $use_mpi -eq 1 ]]; then echo "# [$rep_i/$repeats] n=$n $c $lo..$hi B: Open MPI" >&2; run_mpi "$n" "$c" "$lo" "$hi" "$it" "$wu"; fi
+      cpu_mode "$work" "$raw" "$(key podnet)"
+      if [[ $use_mpi -eq 1 ]]; then
+        echo "# [$rep_i/$repeats] n=$n $c $lo..$hi B: Open MPI" >&2
+        cpu_mode "$work" "$raw" "$(key mpi)"
+        run_mpi "$n" "$c" "$lo" "$hi" "$it" "$wu"
+        cpu_mode "$work" "$raw" "$(key mpi)"
+      fi
       if [[ $use_gloo -eq 1 ]]; then
         if [[ $c == allreduce ]]; then algos="allreduce_ring_chunked allreduce_halving_doubling"; else algos=$c; fi
         for a in $algos; do
           echo "# [$rep_i/$repeats] n=$n $c $lo..$hi B: Gloo $a" >&2
+          cpu_mode "$work" "$raw" "$(key "gloo_${a#allreduce_}")"
           run_gloo "$n" "$a" "$lo" "$hi" "$it" "$wu"
+          cpu_mode "$work" "$raw" "$(key "gloo_${a#allreduce_}")"
         done
       fi
     done
@@ -299,7 +310,15 @@ raw = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 json_out = sys.argv[2]
 rows, keys = [], []
 t, samples = {}, {}
+cpu = [d for d in raw if d["tool"] == "_cpu" and d.get("rt_ns") is not None]
+def cpu_rt(k, name):
+    # Median cache-line round trip around `name`'s runs of the range holding row k, or None.
+    v = [d["rt_ns"] for d in cpu if d["of"] == name and d["ranks"] == k[0] and d["coll"] == k[1]
+         and d["lo"] <= k[2] <= d["hi"]]
+    return statistics.median(v) if v else None
 for d in raw:
+    if d["tool"].startswith("_"):
+        continue
     if d["bytes"] == 0:   # 8 B rounded down to 0 for blocks of 4 ranks: nothing to compare
         continue
     k = (d["ranks"], d["coll"], d["bytes"])
@@ -329,7 +348,7 @@ from like_for_like import in_place_only
 hdr = ("ranks", "coll", "size", "podnet_us", "podnet_ip_us", "mpi_us", "gloo_us", "best_anchor", "ratio", "target",
        "result", "podnet_algo")
 lines = ["%-5s %-9s %6s %11s %12s %11s %-27s %-14s %7s %-16s %-6s %s" % hdr]
-npass = nfail = 0
+npass = nfail = ndiff = ndiff_fail = 0
 for k in keys:
     v = t[k]
     p = v.get("podnet")
@@ -368,21 +387,37 @@ for k in keys:
     rstr = "-" if ratio is None else f"{ratio:.2f}"
     if extra is not None:
         res += f" (podnet/mpi {extra:.2f})"
+    # The CPUs' mode around podnet's runs and the best anchor's: twice apart or more, the two
+    # ran in different modes of the host and the ratio says more about the host than the tools.
+    cp, ca = cpu_rt(k, "podnet"), (cpu_rt(k, best_name) if best_name else None)
+    modes_differ = cp is not None and ca is not None and max(cp, ca) >= 2 * min(cp, ca)
+    if cp is not None or ca is not None:
+        res += " cpu %s/%s ns" % tuple("-" if x is None else f"{x:.0f}" for x in (cp, ca))
+    if modes_differ:
+        res += " MODES DIFFER"
+        ndiff += 1
+        ndiff_fail += (not info) and (not ok)
     lines.append("%-5d %-9s %6s %11s %12s %11s %-27s %-14s %7s %-16s %-6s %s" % (
         k[0], k[1], hsize(k[2]), f(p), f(p_ip), f(v.get("mpi")), gs, bn, rstr, target, res, v.get("_algo", "")))
     rows.append({"ranks": k[0], "coll": k[1], "bytes": k[2], "podnet_us": p, "podnet_in_place_us": p_ip,
                  "podnet_compared_us": podnet_for(best_name) if best_name else None, "ratios": ratios,
                  "anchors_us": anchors, "best_anchor": best_name, "best_anchor_us": best,
                  "ratio": ratio, "target_ratio": need, "podnet_over_mpi_8B": extra, "pass": ok,
-                 "podnet_algorithm": v.get("_algo")})
+                 "podnet_algorithm": v.get("_algo"), "cpu_rt_ns_podnet": cp, "cpu_rt_ns_best_anchor": ca,
+                 "cpu_modes_differ": modes_differ})
 print("\n".join(lines))
 print(f"# {npass} PASS, {nfail} FAIL (ratio = anchor time / podnet time in the anchor's form, the lowest over"
       " the anchors; >1: podnet faster; in place against Gloo's allreduce and every broadcast)"
       + (" -- --alloc: information only" if sys.argv[8] == "1" else ""))
+if cpu:
+    print(f"# cpu A/B ns: median cache-line round trip between two CPUs (bench/anchors/cpu_pingpong.cc) before"
+          f" and after podnet's runs (A) and the best anchor's (B) of the row's size range; MODES DIFFER: one is"
+          f" twice the other or more, the host's mode changed between the tools' runs: {ndiff} rows ({ndiff_fail} FAIL)")
 if json_out:
     with open(json_out, "w") as fh:
         json.dump({"benchmark": "compare_coll", "transport": sys.argv[6], "alloc": sys.argv[8] == "1",
                    "max_bytes": int(sys.argv[3]),
                    "small_iters": int(sys.argv[7]), "iters": int(sys.argv[4]), "big_iters": int(sys.argv[5]),
-                   "raw": raw, "rows": rows, "table": lines, "pass": npass, "fail": nfail}, fh, indent=1)
+                   "raw": raw, "rows": rows, "table": lines, "pass": npass, "fail": nfail,
+                   "rows_cpu_modes_differ": ndiff, "fail_cpu_modes_differ": ndiff_fail}, fh, indent=1)
 PY

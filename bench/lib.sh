@@ -50,10 +50,11 @@ check_coll_anchors() {
 }
 
 # build_coll_anchors DIR USE_MPI USE_GLOO: mpi_coll_bench and gloo_coll_bench (bench/anchors)
-# into DIR.
+# into DIR, and cpu_pingpong (cpu_mode below).
 build_coll_anchors() {
   local dir=$1 src
   src=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/anchors
+  g++ -O2 -std=c++17 -pthread -o "$dir/cpu_pingpong" "$src/cpu_pingpong.cc" || { echo "building cpu_pingpong failed" >&2; return 1; }
   if [[ $2 -eq 1 ]]; then
     mpicxx -O2 -std=c++17 -o "$dir/mpi_coll_bench" "$src/mpi_coll_bench.cc" || { echo "building mpi_coll_bench failed" >&2; return 1; }
   fi
@@ -61,6 +62,16 @@ build_coll_anchors() {
     g++ -O2 -std=c++17 -o "$dir/gloo_coll_bench" "$src/gloo_coll_bench.cc" -lgloo -pthread ||
       { echo "building gloo_coll_bench failed" >&2; return 1; }
   fi
+}
+
+# cpu_mode DIR RAW KEY_JSON: appends {"tool": "_cpu", "rt_ns": ..., KEY_JSON's fields} to RAW:
+# the cache-line round trip between two CPUs right now (DIR/cpu_pingpong), which on a shared
+# VM switches between modes that small shared-memory messages follow, whatever the tool.
+cpu_mode() {
+  local line
+  line=$("$1/cpu_pingpong" 100000 2>/dev/null) || return 0
+  python3 -c 'import json, sys; d = json.loads(sys.argv[1]); d.update(json.loads(sys.argv[2])); d["tool"] = "_cpu"; print(json.dumps(d))' \
+    "$line" "$3" >>"$2"
 }
 
 # pin_to INDEX COUNT: prints "taskset -c CPU" for process INDEX of COUNT: the placement

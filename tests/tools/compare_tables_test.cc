@@ -161,6 +161,58 @@ TEST(CompareColl, TheTransportOfTheRunDecidesTheTargets) {
   EXPECT_TRUE((*ar)["podnet_over_mpi_8B"].is_null());
 }
 
+json cpu(const char* of, int ranks, const char* coll, uint64_t lo, uint64_t hi, double rt_ns) {
+  return {{"tool", "_cpu"}, {"of", of}, {"ranks", ranks}, {"coll", coll}, {"lo", lo}, {"hi", hi}, {"rep", 1},
+          {"rt_ns", rt_ns}, {"cpus", {0, 1}}};
+}
+
+TEST(CompareColl, RowsWhoseToolsRanInDifferentCpuModesAreMarkedNotExcused) {
+  // The CPUs' round trip around each tool's runs: the 8 B allreduce's podnet ran at ~105 ns and
+  // its best anchor (Gloo halving-doubling) at ~490: marked. The 1 MiB allgather (a FAIL) the
+  // other way round: marked, and still a FAIL. The 32 B alltoall's 100 against 120: alike.
+  const uint64_t MiB = 1 << 20;
+  json m = measurements();
+  for (const json& c : {cpu("podnet", 2, "allreduce", 8, 8192, 100), cpu("podnet", 2, "allreduce", 8, 8192, 110),
+                        cpu("gloo_halving_doubling", 2, "allreduce", 8, 8192, 480),
+                        cpu("gloo_halving_doubling", 2, "allreduce", 8, 8192, 500),
+                        cpu("mpi", 2, "allreduce", 8, 8192, 105), cpu("podnet", 2, "allgather", MiB, 4 * MiB, 500),
+                        cpu("mpi", 2, "allgather", MiB, 4 * MiB, 100), cpu("podnet", 2, "alltoall", 8, 8192, 100),
+                        cpu("mpi", 2, "alltoall", 8, 8192, 120)})
+    m.push_back(c);
+  Table t = table_of(raw_lines(m));
+  ASSERT_EQ(t.o.exit_code, 0) << describe(t.o);
+  ASSERT_TRUE(t.doc.is_object()) << describe(t.o);
+
+  const json* ar = row(t.doc, "allreduce", 8);
+  ASSERT_NE(ar, nullptr);
+  EXPECT_NEAR((*ar)["cpu_rt_ns_podnet"].get<double>(), 105, 1e-9);
+  EXPECT_NEAR((*ar)["cpu_rt_ns_best_anchor"].get<double>(), 490, 1e-9);
+  EXPECT_TRUE((*ar)["cpu_modes_differ"].get<bool>());
+  EXPECT_TRUE((*ar)["pass"].get<bool>());
+
+  const json* ag = row(t.doc, "allgather", MiB);
+  ASSERT_NE(ag, nullptr);
+  EXPECT_TRUE((*ag)["cpu_modes_differ"].get<bool>());
+  EXPECT_FALSE((*ag)["pass"].get<bool>());
+
+  const json* aa = row(t.doc, "alltoall", 32);
+  ASSERT_NE(aa, nullptr);
+  EXPECT_FALSE((*aa)["cpu_modes_differ"].get<bool>());
+  const json* bc = row(t.doc, "broadcast", MiB);  // no readings: not marked
+  ASSERT_NE(bc, nullptr);
+  EXPECT_TRUE((*bc)["cpu_rt_ns_podnet"].is_null());
+  EXPECT_FALSE((*bc)["cpu_modes_differ"].get<bool>());
+
+  // The verdicts are the same as without the readings.
+  EXPECT_EQ(t.doc["pass"], 3);
+  EXPECT_EQ(t.doc["fail"], 1);
+  EXPECT_EQ(t.doc["rows_cpu_modes_differ"], 2);
+  EXPECT_EQ(t.doc["fail_cpu_modes_differ"], 1);
+  EXPECT_NE(t.o.out.find("cpu 105/490 ns MODES DIFFER"), std::string::npos) << t.o.out;
+  EXPECT_NE(t.o.out.find("cpu 100/120 ns"), std::string::npos) << t.o.out;
+  EXPECT_NE(t.o.out.find(": 2 rows (1 FAIL)"), std::string::npos) << t.o.out;
+}
+
 TEST(CompareLab, GlooAllreduceAgainstPodnetInPlaceOpenMpiOutOfPlace) {
   const uint64_t MiB = 1 << 20;
   json raw = json::array({
