@@ -8,8 +8,8 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstdio>
 #include <atomic>
+#include <cstdio>
 #include <random>
 #include <thread>
 
@@ -39,6 +39,10 @@ uint16_t free_port() {
     std::fclose(f);
   }
   const int base = lo > 11000 ? 10000 : 1024;
+  if (lo <= base) {
+    ADD_FAILURE() << "the ephemeral range starts at " << lo << ": no room below it";
+    return 0;
+  }
   std::mt19937 rng(std::random_device{}());
   std::uniform_int_distribution<int> pick(base, lo - 1);
   for (int tries = 0; tries < 1000; ++tries) {

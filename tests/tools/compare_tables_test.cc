@@ -162,8 +162,8 @@ TEST(CompareColl, TheTransportOfTheRunDecidesTheTargets) {
 }
 
 json cpu(const char* of, int ranks, const char* coll, uint64_t lo, uint64_t hi, double rt_ns) {
-  return {{"tool", "_cpu"}, {"of", of}, {"ranks", ranks}, {"coll", coll}, {"lo", lo}, {"hi", hi}, {"rep", 1},
-          {"rt_ns", rt_ns}, {"cpus", {0, 1}}};
+  return {{"tool", "_cpu"}, {"of", of}, {"ranks", ranks}, {"coll", coll},  {"lo", lo},
+          {"hi", hi},       {"rep", 1}, {"rt_ns", rt_ns}, {"cpus", {0, 1}}};
 }
 
 TEST(CompareColl, RowsWhoseToolsRanInDifferentCpuModesAreMarkedNotExcused) {
@@ -172,12 +172,12 @@ TEST(CompareColl, RowsWhoseToolsRanInDifferentCpuModesAreMarkedNotExcused) {
   // other way round: marked, and still a FAIL. The 32 B alltoall's 100 against 120: alike.
   const uint64_t MiB = 1 << 20;
   json m = measurements();
-  for (const json& c : {cpu("podnet", 2, "allreduce", 8, 8192, 100), cpu("podnet", 2, "allreduce", 8, 8192, 110),
-                        cpu("gloo_halving_doubling", 2, "allreduce", 8, 8192, 480),
-                        cpu("gloo_halving_doubling", 2, "allreduce", 8, 8192, 500),
-                        cpu("mpi", 2, "allreduce", 8, 8192, 105), cpu("podnet", 2, "allgather", MiB, 4 * MiB, 500),
-                        cpu("mpi", 2, "allgather", MiB, 4 * MiB, 100), cpu("podnet", 2, "alltoall", 8, 8192, 100),
-                        cpu("mpi", 2, "alltoall", 8, 8192, 120)})
+  for (const json& c :
+       {cpu("podnet", 2, "allreduce", 8, 8192, 100), cpu("podnet", 2, "allreduce", 8, 8192, 110),
+        cpu("gloo_halving_doubling", 2, "allreduce", 8, 8192, 480),
+        cpu("gloo_halving_doubling", 2, "allreduce", 8, 8192, 500), cpu("mpi", 2, "allreduce", 8, 8192, 105),
+        cpu("podnet", 2, "allgather", MiB, 4 * MiB, 500), cpu("mpi", 2, "allgather", MiB, 4 * MiB, 100),
+        cpu("podnet", 2, "alltoall", 8, 8192, 100), cpu("mpi", 2, "alltoall", 8, 8192, 120)})
     m.push_back(c);
   Table t = table_of(raw_lines(m));
   ASSERT_EQ(t.o.exit_code, 0) << describe(t.o);
