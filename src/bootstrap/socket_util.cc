@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 
 #include <charconv>
+#include <cstdio>
 #include <cstring>
 
 namespace podnet::bootstrap {
@@ -47,5 +48,15 @@ Result<sockaddr_in> resolve_ipv4(const std::string& host, uint16_t port) {
 }
 
 std::string errno_text(int err) { return std::string(std::strerror(err)); }
+
+int ephemeral_port_floor() {
+  int lo = 32768;
+  if (FILE* f = std::fopen("/proc/sys/net/ipv4/ip_local_port_range", "r")) {
+    int a = 0, b = 0;
+    if (std::fscanf(f, "%d %d", &a, &b) == 2 && a > 0) lo = a;
+    std::fclose(f);
+  }
+  return lo;
+}
 
 }  // namespace podnet::bootstrap

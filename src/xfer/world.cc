@@ -3,7 +3,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstdio>
 #include <cstdlib>
 #include <functional>
 #include <mutex>
@@ -12,6 +11,7 @@
 #include "base/config.h"
 #include "base/log.h"
 #include "bootstrap/netif.h"
+#include "bootstrap/socket_util.h"
 #include "xfer/context_impl.h"
 #include "xfer/endpoint_impl.h"
 
@@ -49,12 +49,7 @@ Result<std::string> store_address(const bootstrap::LaunchInfo& info, const Confi
   *host_it = info.rank == 0;
   // Below the kernel's ephemeral range, so that no outgoing connection of another program
   // can be holding the port (measured: a CI run once found 35906 taken).
-  int lo = 32768;
-  if (FILE* f = std::fopen("/proc/sys/net/ipv4/ip_local_port_range", "r")) {
-    int a = 0, b = 0;
-    if (std::fscanf(f, "%d %d", &a, &b) == 2 && a > 0) lo = a;
-    std::fclose(f);
-  }
+  const int lo = bootstrap::ephemeral_port_floor();
   const int base = 20000, span = lo - base >= 1000 ? lo - base : 20000;
   size_t h = std::hash<std::string>{}(job);
   return fmt::format("127.0.0.1:{}", base + static_cast<int>(h % static_cast<size_t>(span)));

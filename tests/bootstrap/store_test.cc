@@ -9,10 +9,10 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cstdio>
 #include <random>
 #include <thread>
 
+#include "bootstrap/socket_util.h"
 #include "bootstrap/store_wire.h"
 
 namespace podnet::bootstrap {
@@ -32,12 +32,7 @@ bool contains(const std::string& s, const std::string& needle) { return s.find(n
 // as its source port before the server binds it, or a connect to it may pick it and
 // connect to itself.
 uint16_t free_port() {
-  int lo = 32768;
-  if (FILE* f = std::fopen("/proc/sys/net/ipv4/ip_local_port_range", "r")) {
-    int a = 0, b = 0;
-    if (std::fscanf(f, "%d %d", &a, &b) == 2 && a > 0) lo = a;
-    std::fclose(f);
-  }
+  const int lo = ephemeral_port_floor();
   const int base = lo > 11000 ? 10000 : 1024;
   if (lo <= base) {
     ADD_FAILURE() << "the ephemeral range starts at " << lo << ": no room below it";
