@@ -270,30 +270,33 @@ echo "# placement: podnet run's (rank i on usable CPU i, or i*C/N with C < N CPU
   "every row is information, not a target"
 echo "# ranks: $ranks_list; sizes 8 B .. $max B; iters $small_iters (warm-up $small_warmup) up to 8 KiB," \
   "$iters (warm-up $warmup) from 32 KiB, $big_iters (warm-up $big_warmup) from 1 MiB; repeats $repeats"
+# with_cpu_mode NAME CMD...: runs CMD between two readings of the CPUs' mode (bench/lib.sh
+# cpu_mode), keyed by tool NAME and the loop's ranks, collective, size range and repeat.
+with_cpu_mode() {
+  local key
+  key=$(printf '{"of": "%s", "ranks": %d, "coll": "%s", "lo": %d, "hi": %d, "rep": %d}' \
+    "$1" "$n" "$c" "$lo" "$hi" "$rep_i")
+  shift
+  cpu_mode "$work" "$raw" "$key"
+  "$@"
+  cpu_mode "$work" "$raw" "$key"
+}
 for ((rep_i = 1; rep_i <= repeats; rep_i++)); do
 for n in $ranks_list; do
   for c in $colls; do
     for rg in "${ranges[@]}"; do
       read -r lo hi it wu <<<"$rg"
-      # The CPUs' mode (bench/lib.sh cpu_mode) before and after each tool's run of the range.
-      key() { printf '{"of": "%s", "ranks": %d, "coll": "%s", "lo": %d, "hi": %d, "rep": %d}' "$1" "$n" "$c" "$lo" "$hi" "$rep_i"; }
       echo "# [$rep_i/$repeats] n=$n $c $lo..$hi B: podnet" >&2
-      cpu_mode "$work" "$raw" "$(key podnet)"
-      run_podnet "$n" "$c" "$lo" "$hi" "$it" "$wu"
-      cpu_mode "$work" "$raw" "$(key podnet)"
+      with_cpu_mode podnet run_podnet "$n" "$c" "$lo" "$hi" "$it" "$wu"
       if [[ $use_mpi -eq 1 ]]; then
         echo "# [$rep_i/$repeats] n=$n $c $lo..$hi B: Open MPI" >&2
-        cpu_mode "$work" "$raw" "$(key mpi)"
-        run_mpi "$n" "$c" "$lo" "$hi" "$it" "$wu"
-        cpu_mode "$work" "$raw" "$(key mpi)"
+        with_cpu_mode mpi run_mpi "$n" "$c" "$lo" "$hi" "$it" "$wu"
       fi
       if [[ $use_gloo -eq 1 ]]; then
         if [[ $c == allreduce ]]; then algos="allreduce_ring_chunked allreduce_halving_doubling"; else algos=$c; fi
         for a in $algos; do
           echo "# [$rep_i/$repeats] n=$n $c $lo..$hi B: Gloo $a" >&2
-          cpu_mode "$work" "$raw" "$(key "gloo_${a#allreduce_}")"
-          run_gloo "$n" "$a" "$lo" "$hi" "$it" "$wu"
-          cpu_mode "$work" "$raw" "$(key "gloo_${a#allreduce_}")"
+          with_cpu_mode "gloo_${a#allreduce_}" run_gloo "$n" "$a" "$lo" "$hi" "$it" "$wu"
         done
       fi
     done

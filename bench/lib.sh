@@ -64,14 +64,14 @@ build_coll_anchors() {
   fi
 }
 
-# cpu_mode DIR RAW KEY_JSON: appends {"tool": "_cpu", "rt_ns": ..., KEY_JSON's fields} to RAW:
-# the cache-line round trip between two CPUs right now (DIR/cpu_pingpong), which on a shared
-# VM switches between modes that small shared-memory messages follow, whatever the tool.
+# cpu_mode DIR RAW KEY_JSON: appends {"rt_ns": ..., "cpus": [...], "tool": "_cpu", KEY_JSON's
+# fields} to RAW: the cache-line round trip between two CPUs right now (DIR/cpu_pingpong, one
+# JSON object), which on a shared VM switches between modes that small shared-memory messages
+# follow, whatever the tool. KEY_JSON is a non-empty object.
 cpu_mode() {
   local line
   line=$("$1/cpu_pingpong" 100000 2>/dev/null) || return 0
-  python3 -c 'import json, sys; d = json.loads(sys.argv[1]); d.update(json.loads(sys.argv[2])); d["tool"] = "_cpu"; print(json.dumps(d))' \
-    "$line" "$3" >>"$2"
+  echo "${line%\}}, \"tool\": \"_cpu\", ${3#\{}" >>"$2"
 }
 
 # pin_to INDEX COUNT: prints "taskset -c CPU" for process INDEX of COUNT: the placement
