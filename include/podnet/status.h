@@ -110,8 +110,7 @@ class [[nodiscard]] Result {
 
 #define PODNET_CONCAT_INNER(a, b) a##b
 #define PODNET_CONCAT(a, b) PODNET_CONCAT_INNER(a, b)
-#define PODNET_ASSIGN_OR_RETURN(lhs, expr)                              \
-  auto PODNET_CONCAT(_res_, __LINE__) = (expr);                         \
-  if (!PODNET_CONCAT(_res_, __LINE__).ok())                             \
-    return PODNET_CONCAT(_res_, __LINE__).status();                     \
-  lhs = std::move(PODNET_CONCAT(_res_, __LINE__)).value()
+#define PODNET_ASSIGN_OR_RETURN(lhs, expr)                                                  \
+  auto PODNET_CONCAT(_res_, __LINE__) = (expr);                                             \
+  if (!PODNET_CONCAT(_res_, __LINE__).ok()) return PODNET_CONCAT(_res_, __LINE__).status(); \
+  lhs = std::move(PODNET_CONCAT(_res_, __LINE__)).value()  // NOLINT(bugprone-macro-parentheses): lhs may declare

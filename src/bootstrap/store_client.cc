@@ -312,9 +312,10 @@ Result<int> connect_once(const HostPort& hp, Clock::time_point deadline) {
       int64_t left = std::max<int64_t>(ms_between(Clock::now(), deadline), 1);
       int rc = ::poll(&p, 1, static_cast<int>(std::min<int64_t>(left, INT32_MAX)));
       socklen_t len = sizeof err;
-      if (rc < 0) err = errno;
-      else if (rc == 0) err = ETIMEDOUT;
-      else if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
+      if (rc == 0)
+        err = ETIMEDOUT;
+      else if (rc < 0 || getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0)
+        err = errno;
     }
   }
   if (err != 0) {

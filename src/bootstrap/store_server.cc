@@ -65,7 +65,7 @@ class Server final : public StoreServer {
         listen_fd_(listen_fd),
         epoll_fd_(epoll_fd),
         wake_fd_(wake_fd),
-        state_([this](uint64_t conn, Frame reply) { send_to(conn, std::move(reply)); }) {}
+        state_([this](uint64_t conn, const Frame& reply) { send_to(conn, reply); }) {}
   ~Server() override { stop(); }
   uint16_t port() const noexcept override { return port_; }
   std::string address() const override { return fmt::format("{}:{}", host_, port_); }
@@ -78,7 +78,7 @@ class Server final : public StoreServer {
   void on_readable(Conn& c);
   void process_input(Conn& c);
   void handle(Conn& c, Frame& req);
-  void send_to(uint64_t conn, Frame f);
+  void send_to(uint64_t conn, const Frame& f);
   void reply(Conn& c, const Frame& f);
   void fail(Conn& c, uint32_t seq, const std::string& why);
   void flush(Conn& c);
@@ -246,7 +246,7 @@ void Server::handle(Conn& c, Frame& req) {
   if (!s.ok()) fail(c, req.seq, s.message());
 }
 
-void Server::send_to(uint64_t conn, Frame f) {
+void Server::send_to(uint64_t conn, const Frame& f) {
   auto it = conns_.find(conn);
   if (it != conns_.end() && !it->second->dead) reply(*it->second, f);
 }

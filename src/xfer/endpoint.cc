@@ -5,7 +5,7 @@
 
 namespace podnet::detail {
 
-Request EndpointImpl::rejected(const char* op, Status why) {
+Request EndpointImpl::rejected(const char* op, const Status& why) {
   auto r = make_request(engine_, op, 0);
   r->complete(Status(why.code(), fmt::format("{} to {}: {}", op, te_->peer_name(), why.message())));
   return Request(std::move(r));

@@ -43,7 +43,7 @@ class EndpointImpl final : public Endpoint {
   }
 
  private:
-  Request rejected(const char* op, Status why);
+  Request rejected(const char* op, const Status& why);
   Request send_as(const void* buf, size_t len, uint64_t tag, bool exchange);
   Status check_one_sided(const char* op, const MemoryRegion& local, size_t local_off, const RemoteKey& remote,
                          uint64_t remote_off, size_t len, Access needed) const;

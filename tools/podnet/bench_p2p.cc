@@ -1,6 +1,7 @@
 #include "bench_p2p.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <deque>
 
@@ -316,7 +317,7 @@ Status lat_initiator(Ctx& c, uint64_t size, int iters, int warm, P2pRow& row) {
       PODNET_RETURN_IF_ERROR(w.wait(c.tmo));
       PODNET_RETURN_IF_ERROR(n.wait(c.tmo));
     }
-    const auto dt = static_cast<int64_t>(c.clock->ns(c.clock->ticks() - t0) + 0.5);
+    const auto dt = static_cast<int64_t>(std::llround(c.clock->ns(c.clock->ticks() - t0)));
     if (i >= warm) {
       h.record(static_cast<uint64_t>(dt));
       total_ns += dt;

@@ -42,7 +42,11 @@ Result<std::string> find_tool(const std::string& name, const std::string& packag
   while (true) {
     size_t colon = rest.find(':');
     std::string dir(rest.substr(0, colon));
-    if (!dir.empty() && executable(dir + "/" + name)) return dir + "/" + name;
+    if (!dir.empty()) {
+      dir += '/';
+      dir += name;
+      if (executable(dir)) return dir;
+    }
     if (colon == std::string_view::npos) break;
     rest.remove_prefix(colon + 1);
   }
@@ -73,6 +77,7 @@ Result<ToolOutput> run_tool(const std::vector<std::string>& argv) {
   }
   // Built before fork: the child may only make system calls.
   std::vector<char*> args;
+  args.reserve(argv.size() + 1);
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
   pid_t pid = ::fork();

@@ -18,7 +18,7 @@ namespace {
 constexpr int kRecordsPerPoll = 64;
 
 void complete_all(Completions& done) {
-  done.drain([](std::shared_ptr<RequestState> r) { r->complete(Status::Ok()); });
+  done.drain([](const std::shared_ptr<RequestState>& r) { r->complete(Status::Ok()); });
 }
 
 }  // namespace
