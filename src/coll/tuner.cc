@@ -357,8 +357,16 @@ size_t arena_crossover(Collective c, int n, bool cma, bool cma_cheap, bool split
       // (Open MPI 2.3 / 2.7 / 4.1 / 5.3 / 8.2); 4 ranks, -n 500, 32 / 64 / 128 / 256 KiB
       // 7.0-7.2 / 11.9-12.3 / 23.6-23.7 / 49-50 against 10.8-11.3 / 12.7-13.1 / 17.1-17.6 /
       // 25.8-27.7.
+      // 2026-12-07 (the AMD VM, where the probe finds cross-memory copies dear): 2 ranks up
+      // to 512 KiB, one slot. Three interleaved rounds, out of place, -n 200 -w 20: 512 KiB /
+      // 1 / 2 MiB 27-46 / 54-97 / 118-162 us in the arena against 42-57 / 78-88 / 143-159 by
+      // "cma" (Open MPI 40-51 / 70-84 / 135-160); the shm comparison table (-n 500) 38.0 /
+      // 38.9 against 53.1 at 512 KiB. But 1 MiB in two parts as bench/compare_coll.sh runs
+      // it, first of a sweep with -n 10 -w 2, read 160-179 against 147-160 (Open MPI
+      // 147-162; three interleaved rounds), and from 4 MiB "cma" was ahead (-n 20 -w 2, 4 /
+      // 8 MiB 336-494 / 761-1030 against 506-814 / 1209-1807).
       if (cma && cma_cheap) return n <= 2 ? 16 * K : 64 * K;
-      return n <= 2 ? (cma ? 256 * K : 8 * K) : 128 * K;
+      return n <= 2 ? (cma ? 512 * K : 8 * K) : 128 * K;
     case Collective::kScatter:
       // More ranks (2026-12-06, on 2 CPUs, out of place / in place, n blocks in all, the
       // arena against linear): 4 ranks, three interleaved rounds, 128 KiB 8.4-8.8 / 7.5-7.9

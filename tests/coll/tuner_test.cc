@@ -175,7 +175,8 @@ TEST(Tuner, CheapCrossMemoryCopiesMoveTheArenaCrossovers) {
   // The arena's own table (hand-overs cheap, or not measured).
   EXPECT_EQ(arena_crossover(C::kAllreduce, 2, true), SIZE_MAX);
   EXPECT_EQ(arena_crossover(C::kAllgather, 2, true), 128 * K);
-  EXPECT_EQ(arena_crossover(C::kAlltoall, 2, true), 256 * K);
+  EXPECT_EQ(arena_crossover(C::kAlltoall, 2, true), 512 * K) << "one slot of blocks";
+  EXPECT_EQ(arena_crossover(C::kAlltoall, 2, false), 8 * K) << "no cross-memory attach: the exchange next";
   EXPECT_EQ(arena_crossover(C::kAlltoall, 4, true), 128 * K);
   EXPECT_FALSE(cma_beyond_arena(C::kAllreduce, 2, false));
   // Cheap cross-memory copies.
