@@ -178,10 +178,20 @@ Status shm_reduce_scatter(Call& c, Arena& a, const void* send, void* recv, size_
 Status shm_allgather(Call& c, Arena& a, const void* send, void* recv, size_t count) {
   const int n = c.size(), me = c.rank();
   const size_t bytes = count * c.esize();
-  if (bytes <= a.slot_bytes())
-    return everyone_posts(c, a, send, bytes, true, [&](const std::byte* const* slots) {
-      for (int r = 0; r < n; ++r) copy(B(recv) + r * bytes, slots[r], bytes);
-    });
+  if (bytes <= a.slot_bytes()) {
+    // The own block goes straight from the input (which the post just read into the cache)
+    // while the others post; only the peers' blocks come out of their slots.
+    const uint32_t s = a.begin(bytes);
+    PODNET_RETURN_IF_ERROR(put(c, a, s, send, bytes));
+    std::byte* own = B(recv) + me * bytes;
+    if (bytes > 0 && send != own) std::memmove(own, send, bytes);  // an input inside the output may overlap
+    Slots sl(n);
+    PODNET_RETURN_IF_ERROR(get_all(c, a, s, bytes, sl.get()));
+    for (int r = 0; r < n; ++r)
+      if (r != me) copy(B(recv) + r * bytes, sl.get()[r], bytes);
+    a.finish(s);
+    return {};
+  }
   // Blocks larger than a slot go through in slot-sized parts, each an arena call of its
   // own; a rank runs up to Arena::kSlots parts ahead of the slowest. Every part
   // writes only its own range of each output block, so an input in place (the own block)

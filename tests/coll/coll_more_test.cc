@@ -234,6 +234,44 @@ TEST(CollArena, RanksRunAheadThroughSmallAndLargeBuffers) {
   EXPECT_EQ(problems.load(), 0);
 }
 
+// Within one slot the own block goes from the input straight to the output (the peers'
+// from their slots), wherever the input lies: apart, as the own block, inside another
+// rank's block, or overlapping the own block.
+TEST(CollArena, AllgatherWithinASlotTakesTheInputFromAnywhere) {
+  const int n = 3;
+  Pod pod(n);
+  pod.run([&](int r) { ASSERT_TRUE(pod.comm(r).set_algorithm(Collective::kAllgather, "shm").ok()); });
+  const size_t count = 1000;  // int32: 4000 bytes per block, one slot
+  auto value = [](int from, size_t i) { return static_cast<int32_t>(from * 100000 + i % 9973); };
+  std::atomic<int> problems{0};
+  pod.run([&](int r) {
+    // Where the input starts inside the output (in elements); SIZE_MAX: a buffer of its own.
+    for (size_t at : {SIZE_MAX, r * count, ((r + 1) % n) * count + 5, r * count + 3}) {
+      std::vector<int32_t> out(count * n + 8, -1), apart(count);
+      int32_t* in = at == SIZE_MAX ? apart.data() : out.data() + at;
+      for (size_t i = 0; i < count; ++i) in[i] = value(r, i);
+      if (Status st = pod.comm(r).allgather(in, out.data(), count, DataType::kInt32); !st.ok()) {
+        ADD_FAILURE() << st.to_string();
+        ++problems;
+        return;
+      }
+      for (int from = 0; from < n; ++from)
+        for (size_t i = 0; i < count; ++i)
+          if (out[from * count + i] != value(from, i)) {
+            ADD_FAILURE() << "input at " << static_cast<int64_t>(at) << ": rank " << r << " block " << from
+                          << " element " << i << " = " << out[from * count + i] << ", expected " << value(from, i);
+            ++problems;
+            return;
+          }
+      if (pod.comm(r).last_algorithm(Collective::kAllgather) != "shm") {
+        ADD_FAILURE() << "ran " << pod.comm(r).last_algorithm(Collective::kAllgather);
+        ++problems;
+      }
+    }
+  });
+  EXPECT_EQ(problems.load(), 0);
+}
+
 TEST(CollArena, AllgatherAndAlltoallBeyondTheSlotGoInParts) {
   // Forced "shm" beyond the slot: slot-sized parts, each an arena call (28 per round, more
   // than the arena's 16 buffers, so the ranks reuse buffers while others may still read
