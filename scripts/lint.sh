@@ -29,11 +29,12 @@ log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 "$runner" -clang-tidy-binary "$tidy" -p "$build" -j "$(nproc)" -quiet "$filter" >"$log" 2>&1
 st=$?
+sed -i 's/\x1b\[[0-9;]*m//g' "$log"  # clang-tidy's colours
 # Findings are "path:line:col: warning|error: text [check]"; the same header finding reached
 # from several files counts once.
-findings=$(sed 's/\x1b\[[0-9;]*m//g' "$log" | grep -E '^/[^ ]+:[0-9]+:[0-9]+: (warning|error): ' | sort -u)
+findings=$(grep -E '^/[^ ]+:[0-9]+:[0-9]+: (warning|error): ' "$log" | sort -u)
 if [[ -n "$findings" ]]; then
-  sed 's/\x1b\[[0-9;]*m//g' "$log" | grep -vE '^(clang-tidy|[0-9]+ warnings? (and [0-9]+ errors? )?generated|Suppressed|Use -header-filter|Running clang-tidy)'
+  grep -vE '^(clang-tidy|[0-9]+ warnings? (and [0-9]+ errors? )?generated|Suppressed|Use -header-filter|Running clang-tidy)' "$log"
   n=$(wc -l <<<"$findings")
   files=$(cut -d: -f1 <<<"$findings" | sort -u | wc -l)
   echo "lint: $n findings in $files files"
