@@ -384,8 +384,31 @@ Status cma_allgather(Call& c, Arena& a, const void* send, void* recv, size_t cou
 
 Status cma_alltoall(Call& c, Arena& a, const void* send, void* recv, size_t count) {
   const int n = c.size(), me = c.rank();
-  const size_t bytes = count * c.esize();
+  const size_t es = c.esize(), bytes = count * es;
   const std::byte* src = static_cast<const std::byte*>(send);
+  if (send == recv && n > 1 && bytes > 0) {
+    // In place, each pair of ranks swaps its two blocks (this rank's block for r and r's
+    // for this rank), the lower rank the first half, the higher one the rest: per piece it
+    // reads r's part, writes its own over it and puts what it read where its own was. No
+    // block is copied aside, and every byte crosses once.
+    const size_t piece = std::max<size_t>(1, kCmaPiece / es);
+    return cma_exchange(
+        c, a, recv, n * bytes, [] {},
+        [&](int r, const Posted& at) -> Status {
+          const size_t half = count / 2;
+          const size_t from = me < r ? 0 : half, to = me < r ? half : count;
+          std::byte* mine = B(recv) + static_cast<size_t>(r) * bytes;           // this rank's block for r
+          const uint64_t theirs = at.addr + static_cast<uint64_t>(me) * bytes;  // r's block for this rank
+          std::byte* bounce = to > from ? c.scratch(std::min(piece, to - from) * es, 0) : nullptr;
+          for (size_t i = from; i < to; i += piece) {
+            const size_t len = std::min(piece, to - i) * es, off = i * es;
+            PODNET_RETURN_IF_ERROR(get_from_peer(c, a, r, at, theirs + off, bounce, len));
+            PODNET_RETURN_IF_ERROR(put_to_peer(c, a, r, at, theirs + off, mine + off, len));
+            std::memcpy(mine + off, bounce, len);
+          }
+          return {};
+        });
+  }
   if (overlaps(send, bytes * n, recv, bytes * n) && n > 1 && bytes > 0) {
     // The peers write into the output, which here holds blocks still to go out: every
     // block goes from a copy, made before this rank posts its output.

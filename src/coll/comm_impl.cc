@@ -486,12 +486,20 @@ Status CommImpl::reduce_scatter(const void* send, void* recv, size_t recv_count,
 Status CommImpl::alltoall(const void* send, void* recv, size_t count, DataType t) {
   return run(Collective::kAlltoall, t, ReduceOp::kSum, count, -1, [&](Call& c) {
     std::string_view a = pick(Collective::kAlltoall, count * c.esize());
-    // In place, the direct reads first copy every outgoing block aside; the arena's parts
-    // copy each into a slot instead, a cache-sized piece at a time (2026-12-02, two
-    // interleaved rounds, -n 10 -w 2: 2 ranks 4 / 16 / 64 MiB 162-195 us / 0.70-0.77 /
-    // 3.5-4.0 ms against 632-764 us / 1.92-2.43 / 9.4-9.7 ms; 4 ranks on 2 CPUs 4 MiB
-    // 642-721 us against 1177-1222).
-    if (a == "cma" && send == recv && algo_override(Collective::kAlltoall).empty()) a = "shm";
+    // In place, "cma" swaps each pair's blocks half by half (algo::cma_alltoall). Two ranks
+    // go through the arena's parts instead unless the arena's probe found cross-memory
+    // copies cheaper than hand-overs (2026-12-07, in place, -n 100, four interleaved rounds;
+    // in the two where the arena ran fast: 1 / 4 / 16 MiB 46-48 us / 190-366 us / 1.34-1.89
+    // ms against the swap's 93-100 / 346-348 / 2.08-2.12; in the two where it ran slow:
+    // 189-191 / 686-690 / 2.55-2.75 ms against 96-98 / 348-356 / 1.87-2.17). More ranks
+    // swap wherever "cma" runs out of place (4 ranks on 2 CPUs, two rounds, -n 50: 512 KiB
+    // / 1 / 4 MiB 171-176 / 277-304 / 1106-1263 us against the arena's 234-334 / 483-501 /
+    // 2073-2098; 3 ranks 512 KiB 138-157 against 189-191, 1 MiB even, 4 MiB 1459-1491
+    // against 1659-1772; 8 ranks 1 / 4 MiB 826-886 / 4700-4967 against 992-1440 /
+    // 6294-6604). Before the swap, "cma" in place copied every outgoing block aside first.
+    if (a == "cma" && send == recv && size() <= 2 && !arena_->cma_cheap() &&
+        algo_override(Collective::kAlltoall).empty())
+      a = "shm";
     c.set_algorithm(a.data());
     if (a == "shm") return algo::shm_alltoall(c, *arena_, send, recv, count);
     if (a == "bruck") return algo::alltoall_bruck(c, send, recv, count);

@@ -52,22 +52,33 @@ TEST(ShmPrefer, TwoRanksUseOneTableOnEveryRank) {
       Case{Collective::kAllgather, "", DataType::kInt32, ReduceOp::kSum, 4096, 0, Variant::kOutOfPlace},
       Case{Collective::kAlltoall, "", DataType::kInt32, ReduceOp::kSum, 8192, 0, Variant::kOutOfPlace},
       Case{Collective::kAllreduce, "", DataType::kFloat32, ReduceOp::kSum, 65536, 0, Variant::kOutOfPlace},
-      Case{Collective::kAllreduce, "", DataType::kFloat32, ReduceOp::kSum, 65536, 0, Variant::kInPlace}};
+      Case{Collective::kAllreduce, "", DataType::kFloat32, ReduceOp::kSum, 65536, 0, Variant::kInPlace},
+      // In place the alltoall swaps pair by pair where cross-memory copies are cheaper.
+      Case{Collective::kAlltoall, "", DataType::kInt32, ReduceOp::kSum, 8192, 0, Variant::kInPlace},
+      // 1 MiB blocks: past the arena's crossover, where in place two ranks still take the
+      // arena's parts unless cross-memory copies are cheaper.
+      Case{Collective::kAlltoall, "", DataType::kInt32, ReduceOp::kSum, 262144, 0, Variant::kOutOfPlace},
+      Case{Collective::kAlltoall, "", DataType::kInt32, ReduceOp::kSum, 262144, 0, Variant::kInPlace}};
   auto used = run_and_name(pod, cases, problems);
   EXPECT_EQ(problems.load(), 0);
-  expect_one_table(used, {"shm", "shm", "shm", "shm"}, {"cma", "cma", "cma", "cma"});
+  expect_one_table(used, {"shm", "shm", "shm", "shm", "shm", "cma", "shm"},
+                   {"cma", "cma", "cma", "cma", "cma", "cma", "cma"});
 }
 
 TEST(ShmPrefer, MoreRanksKeepAllreduceInTheArena) {
   Pod pod(3);
   std::atomic<int> problems{0};
   // 3 x 32 KiB of alltoall blocks (past 64 KiB); allreduce of 1 MiB: the arena either way.
+  // In place the alltoall swaps pair by pair wherever it runs "cma" out of place: the 32 KiB
+  // blocks where cross-memory copies are cheaper, 256 KiB blocks (past 128 KiB) either way.
   const std::vector<Case> cases{
       Case{Collective::kAlltoall, "", DataType::kInt32, ReduceOp::kSum, 8192, 0, Variant::kOutOfPlace},
-      Case{Collective::kAllreduce, "", DataType::kFloat32, ReduceOp::kSum, 262144, 0, Variant::kOutOfPlace}};
+      Case{Collective::kAllreduce, "", DataType::kFloat32, ReduceOp::kSum, 262144, 0, Variant::kOutOfPlace},
+      Case{Collective::kAlltoall, "", DataType::kInt32, ReduceOp::kSum, 8192, 0, Variant::kInPlace},
+      Case{Collective::kAlltoall, "", DataType::kInt32, ReduceOp::kSum, 65536, 0, Variant::kInPlace}};
   auto used = run_and_name(pod, cases, problems);
   EXPECT_EQ(problems.load(), 0);
-  expect_one_table(used, {"shm", "shm"}, {"cma", "shm"});
+  expect_one_table(used, {"shm", "shm", "shm", "cma"}, {"cma", "shm", "cma", "cma"});
 }
 
 // On two ranks with a CPU each, a broadcast past 64 KiB leaves the arena for the binomial
