@@ -292,20 +292,32 @@ struct Posted {
   uint64_t addr = 0, key = 0;
 };
 
-Status post_address(Call& c, Arena& a, uint32_t s, const void* p, size_t len) {
+Posted posted_of(Call& c, const void* p, size_t len) {
+  return {reinterpret_cast<uint64_t>(p), c.allocated_key(p, len)};
+}
+
+// A small value (addresses) in this rank's slot of call s, for the peers to read.
+template <typename T>
+Status post_value(Call& c, Arena& a, uint32_t s, const T& v) {
   PODNET_RETURN_IF_ERROR(a.wait_writable(c, s));
-  const Posted mine{reinterpret_cast<uint64_t>(p), c.allocated_key(p, len)};
-  std::memcpy(a.slot(c.rank(), s, sizeof mine), &mine, sizeof mine);
-  a.post(c, s, sizeof mine);
+  std::memcpy(a.slot(c.rank(), s, sizeof v), &v, sizeof v);
+  a.post(c, s, sizeof v);
   return {};
 }
 
-Result<Posted> posted_address(Call& c, Arena& a, int r, uint32_t s) {
-  PODNET_ASSIGN_OR_RETURN(const std::byte* p, a.wait_posted(c, r, s, sizeof(Posted)));
-  Posted theirs;
+template <typename T>
+Result<T> posted_value(Call& c, Arena& a, int r, uint32_t s) {
+  PODNET_ASSIGN_OR_RETURN(const std::byte* p, a.wait_posted(c, r, s, sizeof(T)));
+  T theirs;
   std::memcpy(&theirs, p, sizeof theirs);
   return theirs;
 }
+
+Status post_address(Call& c, Arena& a, uint32_t s, const void* p, size_t len) {
+  return post_value(c, a, s, posted_of(c, p, len));
+}
+
+Result<Posted> posted_address(Call& c, Arena& a, int r, uint32_t s) { return posted_value<Posted>(c, a, r, s); }
 
 // `bytes` from this rank's `from` to rank r's address `at`, inside what r posted as `to`.
 // Through the mapping of r's allocated region where this rank has one (the first call that
@@ -422,25 +434,36 @@ Status cma_alltoall(Call& c, Arena& a, const void* send, void* recv, size_t coun
 }
 
 Status cma_allreduce(Call& c, Arena& a, const void* send, void* recv, size_t count) {
-  // Algorithm "cma": rank r reduces block r of every rank's input and then reads the other
-  // reduced blocks from the peers' outputs: each input byte is read once and each output
-  // byte written once per rank, against the arena's copy in, reduction and copy out, and
-  // no message, unlike the transport's ring or rabenseifner. The peers' blocks come by
-  // cross-memory attach in pieces (kCmaPiece), each folded into the output from cache.
+  // Algorithm "cma": rank r reduces block r of every rank's input and writes it into the
+  // peers' outputs: each input byte is read once and each output byte written once per
+  // rank, against the arena's copy in, reduction and copy out, and no message, unlike the
+  // transport's ring or rabenseifner. The peers' blocks come by cross-memory attach in
+  // pieces (kCmaPiece), each folded into the output from cache and written to the peers
+  // from there. Where an output is memory a rank allocated (Context::allocate_memory), the
+  // reduced blocks are instead read from the peers' outputs once all are done (phase 2):
+  // through the mappings, writing measured slower out of place.
   const int n = c.size(), me = c.rank();
   const size_t es = c.esize();
   const size_t my_off = block_off(count, n, me), my_cnt = block_cnt(count, n, me);
   const auto* in = static_cast<const std::byte*>(send);
   std::byte* out = B(recv);
-  std::vector<Posted> from(n);
-  // Phase 1: every rank posts its input; this rank folds the peers' block `me` into its
-  // own. In place, the peers read blocks of this rank's buffer that it does not write
-  // until they have posted phase 2 (so they are done reading).
+  struct Buffers {
+    Posted in, out;
+  };
+  std::vector<Buffers> peer(n);
+  // Phase 1: every rank posts its input and output; this rank folds the peers' block `me`
+  // into its own and writes each reduced piece into the peers' outputs. In place, a piece
+  // of a peer's buffer is written by this rank only after this rank read it, and no one
+  // else reads it; without the writes the peers read blocks of this rank's buffer that it
+  // does not write until they have posted phase 2 (so they are done reading).
   const uint32_t s1 = a.begin(0);
-  PODNET_RETURN_IF_ERROR(post_address(c, a, s1, send, count * es));
+  const Buffers mine{posted_of(c, send, count * es), posted_of(c, recv, count * es)};
+  PODNET_RETURN_IF_ERROR(post_value(c, a, s1, mine));
+  bool write = mine.out.key == 0;  // the same on every rank: all see every rank's output
   for (int k = 1; k < n; ++k) {
     const int r = (me + k) % n;
-    PODNET_ASSIGN_OR_RETURN(from[r], posted_address(c, a, r, s1));
+    PODNET_ASSIGN_OR_RETURN(peer[r], posted_value<Buffers>(c, a, r, s1));
+    write = write && peer[r].out.key == 0;
   }
   a.saw_all(s1);
   // From kViewMin, a peer's input in memory it allocated and this rank maps is folded in
@@ -448,7 +471,7 @@ Status cma_allreduce(Call& c, Arena& a, const void* send, void* recv, size_t cou
   std::vector<std::shared_ptr<const std::byte>> view(n);
   for (int k = 1; k < n && my_cnt * es >= kViewMin; ++k) {
     const int r = (me + k) % n;
-    view[r] = c.view_mapped(r, from[r].key, from[r].addr + my_off * es, my_cnt * es);
+    view[r] = c.view_mapped(r, peer[r].in.key, peer[r].in.addr + my_off * es, my_cnt * es);
   }
   const size_t piece = std::max<size_t>(1, kCmaPiece / es);
   // An arena has at least two ranks, so every piece folds in at least one peer's.
@@ -459,7 +482,8 @@ Status cma_allreduce(Call& c, Arena& a, const void* send, void* recv, size_t cou
       const int r = (me + k) % n;
       const std::byte* theirs = bounce;
       if (view[r]) theirs = view[r].get() + done * es;
-      else PODNET_RETURN_IF_ERROR(get_from_peer(c, a, r, from[r], from[r].addr + at, bounce, cnt * es));
+      else
+        PODNET_RETURN_IF_ERROR(get_from_peer(c, a, r, peer[r].in, peer[r].in.addr + at, bounce, cnt * es));
       // The own input first: in place it is the output, read before it is written.
       if (k == 1)
         c.reduce3(out + at, in + at, theirs, cnt);
@@ -467,8 +491,13 @@ Status cma_allreduce(Call& c, Arena& a, const void* send, void* recv, size_t cou
         c.reduce(out + at, theirs, cnt);
     }
     if (c.op() == ReduceOp::kAvg) coll::finalize_avg(c.dtype(), out + at, cnt, n);
+    for (int k = 1; k < n && write; ++k) {
+      const int r = (me + k) % n;
+      PODNET_RETURN_IF_ERROR(put_to_peer(c, a, r, peer[r].out, peer[r].out.addr + at, out + at, cnt * es));
+    }
   }
   a.finish(s1);
+  if (write) return a.wait_finished(c, s1);
   // Phase 2: every rank posts its output; this rank reads the peers' reduced blocks.
   const uint32_t s2 = a.begin(0);
   PODNET_RETURN_IF_ERROR(post_address(c, a, s2, recv, count * es));

@@ -19,7 +19,7 @@ INSTANTIATE_TEST_SUITE_P(Ranks, WorldSize, ::testing::Values(1, 2, 3, 4, 5, 8));
 TEST_P(WorldSize, AllreduceEveryAlgorithmTypeOpSize) {
   const int n = GetParam();
   Pod pod(n);
-  for (const char* algo : {"ring", "recursive_doubling", "rabenseifner", "tree", "one_shot", "shm"}) {
+  for (const char* algo : {"ring", "recursive_doubling", "rabenseifner", "tree", "one_shot", "shm", "cma"}) {
     std::vector<Communicator*> comms(n);
     pod.run([&](int r) {
       comms[r] = &pod.comm(r);
