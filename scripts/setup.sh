@@ -78,7 +78,8 @@ case "$compiler" in
     ;;
   *) echo "setup.sh: --compiler takes gcc or clang, not '$compiler'" >&2; exit 2 ;;
 esac
+t0=$SECONDS
 cmake -S "$root" -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPODNET_SANITIZE="$sanitize" \
   "${compiler_args[@]}" >/dev/null
 cmake --build "$build_dir" -j "$(nproc)"
-echo "setup: built $build_dir/tools/podnet/podnet"
+echo "setup: built $build_dir/tools/podnet/podnet ($((SECONDS - t0)) s)"

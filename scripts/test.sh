@@ -5,10 +5,7 @@
 # VM test (which the first stage ran). Two compilers: g++ builds the first stage, clang the
 # second, so code that only one of them accepts fails here. Ends with one line
 # "N passed, M failed, K skipped" over both stages, after the names of the tests that failed
-# (so the last lines of a CI log say which ones). The sanitizer build starts beside the first
-# stage's tests at idle priority (SCHED_IDLE, nice 19): it only takes the CPU time those tests
-# leave, which is much of it (they wait on peers, timers and the soft-RoCE VM), and its output
-# is printed once the first stage's count is out.
+# (so the last lines of a CI log say which ones).
 #   scripts/test.sh [ctest arguments...]      (passed to both stages)
 #   PODNET_TEST_SANITIZERS=0 scripts/test.sh  (the first stage only)
 set -uo pipefail
@@ -58,32 +55,11 @@ run_stage() {
 }
 
 "$root/scripts/setup.sh" || { echo "0 passed, 1 failed (setup/build failed)"; exit 1; }
-
-sanitizers=${PODNET_TEST_SANITIZERS:-1}
-if [[ $sanitizers != 0 ]]; then
-  san_log=$(mktemp)
-  idle=(nice -n 19)
-  # SCHED_IDLE where the kernel allows it: a test's thread that wakes preempts the compiler at
-  # once, where nice 19 alone still leaves the compiler a share of every tick.
-  chrt --idle 0 true 2>/dev/null && idle=(chrt --idle 0 nice -n 19)
-  # Its own process group (setsid), so that an interrupted run takes the compilers down too.
-  setsid "${idle[@]}" "$root/scripts/setup.sh" --no-install --build-dir "$root/build-san" \
-    --sanitize address,undefined --compiler clang >"$san_log" 2>&1 &
-  san_pid=$!
-  trap 'kill -- -"$san_pid" 2>/dev/null; exit 130' INT TERM
-fi
-
 run_stage "tests" "$root/build" "$@"
 
-if [[ $sanitizers != 0 ]]; then
-  t0=$SECONDS
-  wait "$san_pid"
-  san_rc=$?
-  trap - INT TERM
-  echo "--- the sanitizer build (beside the first stage's tests; exit $san_rc, $((SECONDS - t0)) s after them):"
-  cat "$san_log"
-  rm -f "$san_log"
-  if [[ $san_rc -eq 0 ]]; then
+if [[ ${PODNET_TEST_SANITIZERS:-1} != 0 ]]; then
+  if "$root/scripts/setup.sh" --no-install --build-dir "$root/build-san" --sanitize address,undefined \
+      --compiler clang; then
     # LeakSanitizer stays on (the default); UBSan aborts on the first report (built with
     # -fno-sanitize-recover) and prints where it came from.
     ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1} UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1} \
