@@ -269,14 +269,19 @@ TEST_F(LabTest, TwoRailsCarryTrafficTogether) {
 // The write ping-pong watches a payload's last byte; over 4 tcp streams on a 100 Mbit/s link
 // a 4 MiB write's last stripe can land ~0.3 s before the rest. --check waits for the whole
 // payload (with a 100 ms bound it counted 8 wrong in 5 iterations, checked at both ends),
-// and the run reports every payload intact.
+// and the run reports every payload intact. The ranks' operation timeout (the world's,
+// PODNET_STORE_TIMEOUT_MS, 60 s by default) is set well inside the launcher's 50 s, so that a
+// stalled wait ends in the benchmark's own error naming what it waited for (a run under
+// ASan in CI once hit the launcher's timeout with nothing printed; about 5 s is usual).
 TEST_F(LabTest, WritePingPongOnASlowStripedLinkChecksWholePayloads) {
   up(2, 1, "100mbit");
   if (IsSkipped()) return;
-  Outcome o = podnet({"run", "--lab", name_, "-n", "2", "--timeout", "50", "--env", "PODNET_TCP_STREAMS=4", "--",
-                      podnet_bin(), "bench", "p2p", "-o", "write", "-m", "lat", "-s", "4M", "-n", "4", "-w", "1",
-                      "--check", "--json"},
-                     120);
+  // The launcher, then the benchmark.
+  std::vector<std::string> args{"run", "--lab", name_, "-n", "2", "--timeout", "50", "--env", "PODNET_TCP_STREAMS=4"};
+  args.insert(args.end(),
+              {"--env", "PODNET_STORE_TIMEOUT_MS=20000", "--", podnet_bin(), "bench", "p2p", "-o", "write"});
+  args.insert(args.end(), {"-m", "lat", "-s", "4M", "-n", "4", "-w", "1", "--check", "--json"});
+  Outcome o = podnet(args, 120);
   ASSERT_EQ(o.exit_code, 0) << describe(o);
   std::string text;
   for (const std::string& l : rank_lines(o.out, 0)) text += l + "\n";
