@@ -455,7 +455,7 @@ Status cma_allreduce(Call& c, Arena& a, const void* send, void* recv, size_t cou
   // into its own and writes each reduced piece into the peers' outputs. In place, a piece
   // of a peer's buffer is written by this rank only after this rank read it, and no one
   // else reads it; without the writes the peers read blocks of this rank's buffer that it
-  // does not write until they have posted phase 2 (so they are done reading).
+  // does not write until they have finished phase 1 (so they are done reading).
   const uint32_t s1 = a.begin(0);
   const Buffers mine{posted_of(c, send, count * es), posted_of(c, recv, count * es)};
   PODNET_RETURN_IF_ERROR(post_value(c, a, s1, mine));
@@ -497,17 +497,18 @@ Status cma_allreduce(Call& c, Arena& a, const void* send, void* recv, size_t cou
     }
   }
   a.finish(s1);
-  if (write) return a.wait_finished(c, s1);
-  // Phase 2: every rank posts its output; this rank reads the peers' reduced blocks.
-  const uint32_t s2 = a.begin(0);
-  PODNET_RETURN_IF_ERROR(post_address(c, a, s2, recv, count * es));
+  PODNET_RETURN_IF_ERROR(a.wait_finished(c, s1));
+  if (write) return {};
+  // Phase 2, once every rank has finished phase 1 (its block reduced, its reads of this
+  // rank's input done): this rank reads the peers' reduced blocks from the outputs they
+  // posted in phase 1, then waits until they have read its own (call s2, nothing posted).
   for (int k = 1; k < n; ++k) {
     const int r = (me + k) % n;
-    PODNET_ASSIGN_OR_RETURN(Posted o, posted_address(c, a, r, s2));
     const size_t at = block_off(count, n, r) * es;
-    PODNET_RETURN_IF_ERROR(get_from_peer(c, a, r, o, o.addr + at, out + at, block_cnt(count, n, r) * es));
+    PODNET_RETURN_IF_ERROR(
+        get_from_peer(c, a, r, peer[r].out, peer[r].out.addr + at, out + at, block_cnt(count, n, r) * es));
   }
-  a.saw_all(s2);
+  const uint32_t s2 = a.begin(0);
   a.finish(s2);
   return a.wait_finished(c, s2);
 }
