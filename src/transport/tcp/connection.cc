@@ -414,11 +414,14 @@ void Connection::flush() {
 }
 
 void Connection::set_rcvlowat(int bytes) {
-  // Raised only after a short direct read, to at most what the frame still owes, and back
-  // to 1 in finish_payload(), wherever the frame's last bytes arrived (a mark above what can
-  // still arrive never wakes us: the first version reset it only on the direct path, left
-  // it set when a payload's tail finished through the buffer, and two concurrent collective
-  // tests stalled).
+  // Raised only after a short direct read, to at most what the frame still owes; lowered
+  // with what the frame owes when a read through the buffer took less than the mark (one
+  // that did not wait for epoll: a spinning waiter tries its last connection directly); and
+  // back to 1 in finish_payload(), wherever the frame's last bytes arrived. A mark above
+  // what can still arrive never wakes us: the first version reset it only on the direct
+  // path, and two concurrent collective tests stalled; the second left it above the tail
+  // after a spinning waiter's short read through the buffer, and the tail of a striped write
+  // over a slow link waited for heartbeats (tests/transport/tcp_connection_test.cc).
   if (bytes == rcvlowat_) return;
   if (setsockopt(fd_, SOL_SOCKET, SO_RCVLOWAT, &bytes, sizeof bytes) == 0) rcvlowat_ = bytes;
 }
@@ -488,7 +491,13 @@ void Connection::read_ready() {
       }
       rx_begin_ += take;
       payload_left_ -= take;
-      if (payload_left_ == 0) finish_payload();
+      if (payload_left_ == 0) {
+        finish_payload();
+      } else if (payload_left_ < static_cast<uint64_t>(rcvlowat_)) {
+        // A read that did not wait for epoll (a spinning waiter's) took less than the mark:
+        // what the frame still owes may never reach it.
+        set_rcvlowat(static_cast<int>(payload_left_));
+      }
       continue;
     }
     if (!in_payload_ && buffered >= kHeaderSize) {

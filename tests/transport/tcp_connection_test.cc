@@ -1,0 +1,194 @@
+// One TCP connection's receive side driven by hand: a raw socket plays the peer, frame by
+// frame and byte by byte, and the test decides which reads happen (an engine without its
+// background thread, polled here; a spinning waiter's read past epoll called directly).
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "transport/progress.h"
+#include "transport/registry.h"
+#include "transport/tcp/connection.h"
+#include "transport/tcp/transport.h"
+#include "transport/tcp/wire.h"
+
+namespace podnet::tcp {
+namespace {
+
+// A connected loopback TCP pair: {the test's peer socket, the socket the connection adopts}.
+std::pair<int, int> tcp_pair() {
+  int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof sa;
+  EXPECT_EQ(bind(lfd, reinterpret_cast<sockaddr*>(&sa), sizeof sa), 0) << std::strerror(errno);
+  EXPECT_EQ(listen(lfd, 1), 0);
+  EXPECT_EQ(getsockname(lfd, reinterpret_cast<sockaddr*>(&sa), &len), 0);
+  int peer = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  EXPECT_EQ(connect(peer, reinterpret_cast<sockaddr*>(&sa), sizeof sa), 0) << std::strerror(errno);
+  int one = 1;
+  setsockopt(peer, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  int mine = accept4(lfd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+  EXPECT_GE(mine, 0) << std::strerror(errno);
+  close(lfd);
+  return {peer, mine};
+}
+
+void send_all(int fd, const void* p, size_t n) {
+  const char* c = static_cast<const char*>(p);
+  while (n > 0) {
+    ssize_t w = send(fd, c, n, MSG_NOSIGNAL);
+    ASSERT_GT(w, 0) << std::strerror(errno);
+    c += w;
+    n -= static_cast<size_t>(w);
+  }
+}
+
+void send_frame(int fd, const FrameHeader& h, const void* payload, size_t n) {
+  std::byte hdr[kHeaderSize];
+  encode_header(h, hdr);
+  std::vector<std::byte> out(hdr, hdr + kHeaderSize);
+  out.insert(out.end(), static_cast<const std::byte*>(payload), static_cast<const std::byte*>(payload) + n);
+  send_all(fd, out.data(), out.size());
+}
+
+// The next frame header from the connection, polling the engine meanwhile (it sends from
+// the thread that handles the input); nullopt when none came within `limit`.
+std::optional<FrameHeader> next_frame(detail::ProgressEngine& engine, int peer, std::chrono::milliseconds limit) {
+  std::byte buf[kHeaderSize];
+  size_t got = 0;
+  auto end = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < end) {
+    engine.poll(10);
+    ssize_t r = recv(peer, buf + got, kHeaderSize - got, MSG_DONTWAIT);
+    if (r > 0) got += static_cast<size_t>(r);
+    if (got == kHeaderSize) {
+      auto h = decode_header(buf);
+      EXPECT_TRUE(h.ok()) << h.status().to_string();
+      if (!h.ok()) return std::nullopt;
+      return *h;
+    }
+  }
+  return std::nullopt;
+}
+
+int rcvlowat(int fd) {
+  int v = -1;
+  socklen_t len = sizeof v;
+  getsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &v, &len);
+  return v;
+}
+
+// Polls the engine until the byte at `off` of `mem` is non-zero (up to a second).
+bool arrived(detail::ProgressEngine& engine, const std::vector<unsigned char>& mem, size_t off) {
+  for (int i = 0; i < 100 && mem[off] == 0; ++i) engine.poll(10);
+  return mem[off] != 0;
+}
+
+class TcpConnection : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto e = detail::ProgressEngine::create({});  // not started: only this thread polls
+    ASSERT_TRUE(e.ok()) << e.status().to_string();
+    engine_ = std::move(e).value();
+    registry_ = std::make_shared<detail::MemoryRegistry>(1);
+    auto t = TcpTransport::create(*engine_, *registry_, /*ctx_id=*/1, /*rank=*/0, "127.0.0.1", 0, TcpOptions{});
+    ASSERT_TRUE(t.ok()) << t.status().to_string();
+    transport_ = std::move(t).value();
+    auto [peer, mine] = tcp_pair();
+    peer_ = peer;
+    fd_ = mine;
+    conn_ = std::make_shared<Connection>(transport_.get(), /*outgoing=*/false, -1);
+    ASSERT_TRUE(conn_->adopt(fd_, "test peer").ok());
+    transport_->track(conn_);
+    // The peer's hello (rank 1, one stream), answered with the hello-ack.
+    HelloBody hello;
+    hello.ctx_id = 2;
+    hello.rank = 1;
+    hello.listen = "127.0.0.1:9";
+    std::string body = encode_hello(hello);
+    FrameHeader h;
+    h.type = FrameType::kHello;
+    h.length = body.size();
+    h.a = 2;
+    h.b = 1;
+    send_frame(peer_, h, body.data(), body.size());
+    auto ack = next_frame(*engine_, peer_, std::chrono::seconds(5));
+    ASSERT_TRUE(ack.has_value()) << "no hello-ack";
+    ASSERT_EQ(ack->type, FrameType::kHelloAck);
+  }
+  void TearDown() override {
+    if (transport_) transport_->shutdown();
+    conn_.reset();
+    transport_.reset();
+    if (peer_ >= 0) close(peer_);
+  }
+
+  std::unique_ptr<detail::ProgressEngine> engine_;
+  std::shared_ptr<detail::MemoryRegistry> registry_;
+  std::unique_ptr<TcpTransport> transport_;
+  std::shared_ptr<Connection> conn_;
+  int peer_ = -1, fd_ = -1;
+};
+
+// A payload arriving in pieces raises SO_RCVLOWAT to what the frame still owes, so that a
+// poll wakes for a good piece of it. A read that does not wait for epoll (a spinning waiter
+// tries the connection its last input came on) may take less than the mark: the mark must
+// come down with it, or the frame's last bytes, fewer than the stale mark, never wake
+// anyone. That stalled a striped write over a slow link until enough heartbeats arrived.
+TEST_F(TcpConnection, AReadBelowTheLowWaterMarkLowersIt) {
+  constexpr size_t kLen = 20000;
+  std::vector<unsigned char> dst(kLen, 0);
+  auto region = registry_->add(dst.data(), dst.size(), Access::kRemoteWrite);
+  ASSERT_TRUE(region.ok()) << region.status().to_string();
+  std::vector<unsigned char> src(kLen);
+  for (size_t i = 0; i < kLen; ++i) src[i] = static_cast<unsigned char>(1 + i % 251);
+
+  FrameHeader w;
+  w.type = FrameType::kWrite;
+  w.a = (*region)->key;
+  w.b = reinterpret_cast<uint64_t>(dst.data());
+  w.length = kLen;
+  w.seq = 41;
+  // The header and 3000 bytes: through the receive buffer.
+  send_frame(peer_, w, src.data(), 3000);
+  ASSERT_TRUE(arrived(*engine_, dst, 2999));
+  // 11000 more: read straight into the destination, short of the frame, so the mark goes
+  // up to the 6000 bytes still owed.
+  send_all(peer_, src.data() + 3000, 11000);
+  ASSERT_TRUE(arrived(*engine_, dst, 13999));
+  ASSERT_EQ(rcvlowat(fd_), 6000) << "the direct read should raise the mark to what the frame owes";
+  // 1000 bytes, fewer than the mark: epoll does not report them, a spinning waiter reads them.
+  send_all(peer_, src.data() + 14000, 1000);
+  engine_->poll(50);
+  EXPECT_EQ(dst[14999], 0) << "epoll reported fewer bytes than SO_RCVLOWAT";
+  conn_->on_event(EPOLLIN);
+  ASSERT_NE(dst[14999], 0) << "the direct on_event() read nothing";
+  EXPECT_LE(rcvlowat(fd_), 5000) << "the mark stays above the 5000 bytes the frame still owes";
+  // The last 5000 bytes must wake the engine: the acknowledgement comes.
+  send_all(peer_, src.data() + 15000, 5000);
+  auto ack = next_frame(*engine_, peer_, std::chrono::seconds(2));
+  ASSERT_TRUE(ack.has_value()) << "no acknowledgement 2 s after the write's last byte (SO_RCVLOWAT " << rcvlowat(fd_)
+                               << ")";
+  EXPECT_EQ(ack->type, FrameType::kWriteAck);
+  EXPECT_EQ(ack->seq, 41u);
+  EXPECT_EQ(ack->status, 0u);
+  EXPECT_EQ(rcvlowat(fd_), 1) << "back to 1 once the frame is complete";
+  EXPECT_EQ(std::memcmp(dst.data(), src.data(), kLen), 0);
+  registry_->remove(**region);
+}
+
+}  // namespace
+}  // namespace podnet::tcp
