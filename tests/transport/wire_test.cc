@@ -66,6 +66,26 @@ TEST(Wire, RejectsBadFields) {
   EXPECT_FALSE(decode_header(encode(h).data()).ok());
 }
 
+TEST(Wire, TheOrderOnlyFlagIsLegalOnlyOnAnEmptyWriteImm) {
+  FrameHeader h;
+  h.type = FrameType::kWriteImm;
+  h.flags = kFlagOrderOnly;
+  h.aux = 7;
+  auto d = decode_header(encode(h).data());
+  ASSERT_TRUE(d.ok()) << d.status().to_string();
+  EXPECT_EQ(d->flags, kFlagOrderOnly);
+  EXPECT_EQ(d->aux, 7u);
+  h.length = 1;  // it carries no data
+  EXPECT_FALSE(decode_header(encode(h).data()).ok());
+  h.length = 0;
+  h.type = FrameType::kWrite;  // nor does any other frame carry it
+  h.aux = 0;
+  EXPECT_FALSE(decode_header(encode(h).data()).ok());
+  h.type = FrameType::kWriteImm;
+  h.flags = 2;  // the other bits stay reserved
+  EXPECT_FALSE(decode_header(encode(h).data()).ok());
+}
+
 TEST(Wire, RandomBytesNeverCrashAndRarelyPass) {
   std::mt19937_64 rng(42);
   int accepted = 0;

@@ -80,6 +80,42 @@ TEST(XferTarget, ReadOnlyRegionRefusesWrites) {
   ASSERT_TRUE(t.p.ab->read(mback, 0, t.mdst.remote_key(), 0, 16).wait(kWait).ok());
 }
 
+// A write_notify the target refuses delivers no notification, and the notifications posted
+// after it still arrive, in order: over tcp each carries the initiator's order number, and
+// a refused one (one frame, or a striped write whose chunks were refused) must not leave a
+// hole the later ones wait behind forever.
+TEST(XferTarget, RefusedWriteNotifyDoesNotHoldBackLaterNotifications) {
+  Pair p = Pair::make();
+  constexpr size_t kBig = 4 << 20, kSmall = 64;
+  std::vector<std::byte> src = pattern(kBig, 21), dst(kBig), gone(kBig);
+  auto msrc = p.a->register_memory(src.data(), kBig, Access::kNone).value();
+  auto mdst = p.b->register_memory(dst.data(), kBig, Access::kRemoteWrite).value();
+  auto mgone = p.b->register_memory(gone.data(), kBig, Access::kRemoteWrite).value();
+  const RemoteKey dead = mgone.remote_key();
+  mgone.deregister();
+  uint64_t imm = 100;
+  for (size_t len : {kSmall, kBig}) {  // one frame, then striped over tcp
+    SCOPED_TRACE(fmt::format("refused write_notify of {} bytes", len));
+    Status st = p.ab->write_notify(msrc, 0, dead, 0, len, imm++).wait(kWait);
+    EXPECT_EQ(st.code(), Code::kAccessDenied) << st.to_string();
+    Request ok1 = p.ab->write_notify(msrc, 0, mdst.remote_key(), 0, kSmall, imm);
+    Request ok2 = p.ab->write_notify(msrc, 0, mdst.remote_key(), 0, kBig, imm + 1);
+    for (uint64_t want : {imm, imm + 1}) {
+      Request n = p.ba->recv_notify();
+      Status ns = n.wait(std::chrono::seconds(5));
+      ASSERT_TRUE(ns.ok()) << "notification " << want << ": " << ns.to_string();
+      EXPECT_EQ(n.imm(), want);
+    }
+    ASSERT_TRUE(ok1.wait(kWait).ok());
+    ASSERT_TRUE(ok2.wait(kWait).ok());
+    EXPECT_TRUE(dst == src);
+    imm += 2;
+  }
+  // Nothing was delivered for the refused ones.
+  Request extra = p.ba->recv_notify();
+  EXPECT_EQ(extra.wait(std::chrono::milliseconds(200)).code(), Code::kTimeout) << "imm " << extra.imm();
+}
+
 TEST(XferPeer, ClosedPeerFailsPendingRequestsNamingIt) {
   Pair p = Pair::make();
   uint64_t v = 0;

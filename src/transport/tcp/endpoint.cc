@@ -220,6 +220,14 @@ void TcpEndpoint::post_write_imm(const std::shared_ptr<RequestState>& req, const
   if (Connection* c = ordered_stream()) c->post(h, nullptr, 0);
 }
 
+void TcpEndpoint::post_order_only(uint32_t order) {
+  FrameHeader h;
+  h.type = FrameType::kWriteImm;
+  h.flags = kFlagOrderOnly;
+  h.aux = order;
+  if (Connection* c = ordered_stream()) c->post(h, nullptr, 0);
+}
+
 TcpEndpoint::Req TcpEndpoint::write(const detail::RegionState& local, size_t local_off, const RemoteKey& remote,
                                     uint64_t remote_off, size_t len, const uint64_t* imm) {
   const char* op = imm ? "write_notify" : "write";
@@ -263,6 +271,9 @@ TcpEndpoint::Req TcpEndpoint::write(const detail::RegionState& local, size_t loc
     data->on_complete([self, req, remote, raddr, v, order](const Status& st) {
       auto ep = self.lock();
       if (!st.ok() || !ep) {
+        // The target refused a chunk (or the endpoint failed, and nothing matters): without
+        // its number the target would hold back every later notification.
+        if (ep) ep->post_order_only(order);
         req->complete(st.ok() ? Status::Cancelled("endpoint destroyed") : st);
         return;
       }
@@ -403,6 +414,7 @@ void TcpEndpoint::on_header(Connection& c, RxSink& sink) {
   switch (h.type) {
     case FrameType::kWrite:
     case FrameType::kWriteImm: {
+      if (h.flags & kFlagOrderOnly) break;  // no data, nothing to check (on_payload)
       // A chunk of a striped write is checked as the whole write [c, c+d): a forged key that
       // is partly out of bounds must not get its in-bounds chunks written.
       const bool whole = h.type == FrameType::kWrite && h.d != 0;
@@ -568,10 +580,18 @@ void TcpEndpoint::on_payload(Connection& c, RxSink& sink, const std::string& con
     case FrameType::kWrite:
     case FrameType::kWriteImm: {
       sink.pin.release();
+      const bool notify = h.type == FrameType::kWriteImm;
+      if (notify && (h.flags & kFlagOrderOnly)) {
+        deliver_notification(h.aux, std::nullopt);  // the initiator's striped data was refused
+        return;
+      }
       FrameHeader r;
       r.type = FrameType::kWriteAck;
       r.seq = h.seq;
       if (!sink.error.ok()) {
+        // Refused: no notification, but its number is used up, or the later ones would wait
+        // behind it forever.
+        if (notify) deliver_notification(h.aux, std::nullopt);
         r.status = static_cast<uint32_t>(sink.error.code());
         c.post_text(r, "target: " + sink.error.message());
         return;
@@ -581,7 +601,6 @@ void TcpEndpoint::on_payload(Connection& c, RxSink& sink, const std::string& con
       // instead of two (TcpOptions::ack_delay_us bounds the wait). Whether a receive was
       // posted for it does not matter: in a ping-pong the next notification tends to arrive
       // together with the acknowledgement the notified thread is still waiting for.
-      const bool notify = h.type == FrameType::kWriteImm;
       if (notify) deliver_notification(h.aux, h.c);
       if (notify && transport_->engine().may_defer()) {
         c.post_deferred(r);
@@ -627,7 +646,7 @@ void TcpEndpoint::on_payload(Connection& c, RxSink& sink, const std::string& con
   }
 }
 
-void TcpEndpoint::deliver_notification(uint32_t order, uint64_t imm) {
+void TcpEndpoint::deliver_notification(uint32_t order, std::optional<uint64_t> imm) {
   std::vector<uint64_t> ready;
   {
     std::lock_guard lk(notify_mu_);
@@ -635,10 +654,10 @@ void TcpEndpoint::deliver_notification(uint32_t order, uint64_t imm) {
       notify_early_[order] = imm;  // an earlier write_notify is still on its way
       return;
     }
-    ready.push_back(imm);
+    if (imm) ready.push_back(*imm);
     ++notify_next_;
     for (auto it = notify_early_.find(notify_next_); it != notify_early_.end(); it = notify_early_.find(notify_next_)) {
-      ready.push_back(it->second);
+      if (it->second) ready.push_back(*it->second);
       notify_early_.erase(it);
       ++notify_next_;
     }

@@ -20,6 +20,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -120,7 +121,12 @@ class TcpEndpoint : public detail::TransportEndpoint, public std::enable_shared_
                          const RemoteKey& remote, uint64_t raddr, size_t len);
   void post_write_imm(const std::shared_ptr<detail::RequestState>& req, const RemoteKey& remote, uint64_t raddr,
                       uint64_t imm, uint32_t order);
-  void deliver_notification(uint32_t order, uint64_t imm);
+  // Tells the target that the write_notify numbered `order` failed (its striped data was
+  // refused): the number is used up and nothing is delivered for it.
+  void post_order_only(uint32_t order);
+  // The notification numbered `order` arrived: delivers it (`imm`; nullopt: the write was
+  // refused, nothing to deliver) and every later one that waited for it, in order.
+  void deliver_notification(uint32_t order, std::optional<uint64_t> imm);
   void start_cts(Connection* c, detail::PostedRecv recv, const detail::UnexpectedMsg& msg);
   void handle_reply(const FrameHeader& h, const std::string& control);
 
@@ -153,7 +159,7 @@ class TcpEndpoint : public detail::TransportEndpoint, public std::enable_shared_
   std::atomic<uint32_t> mss_{0};  // the smallest MSS of the outgoing streams (0: unknown)
   std::mutex notify_mu_;
   uint32_t notify_next_ = 0;
-  std::map<uint32_t, uint64_t> notify_early_;
+  std::map<uint32_t, std::optional<uint64_t>> notify_early_;  // nullopt: refused, skip it
 };
 
 }  // namespace podnet::tcp

@@ -32,7 +32,8 @@ Result<FrameHeader> decode_header(const std::byte* in) {
   auto t = static_cast<uint8_t>(h.type);
   if (t < static_cast<uint8_t>(FrameType::kHello) || t > static_cast<uint8_t>(FrameType::kLast))
     return Status::Protocol("unknown frame type {}", t);
-  if (h.flags != 0 || (h.aux != 0 && h.type != FrameType::kWriteImm))
+  const bool order_only = h.flags == kFlagOrderOnly && h.type == FrameType::kWriteImm && h.length == 0;
+  if ((h.flags != 0 && !order_only) || (h.aux != 0 && h.type != FrameType::kWriteImm))
     return Status::Protocol("reserved header bits set in {} frame", frame_type_name(h.type));
   if (h.status > static_cast<uint32_t>(Code::kInternal)) return Status::Protocol("bad status code {}", h.status);
   uint64_t max = kMaxControlPayload;

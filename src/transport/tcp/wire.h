@@ -6,7 +6,8 @@
 //  kHello      ctx id       rank           stream     HelloBody (peer's identity)
 //  kHelloAck   ctx id       rank           -          -
 //  kWrite      key          remote addr    -          data
-//  kWriteImm   key          remote addr    imm        data (aux: notification number)
+//  kWriteImm   key          remote addr    imm        data (aux: notification number;
+//                                                     flags kFlagOrderOnly: none, no data)
 //  kWriteAck   -            -              -          error text when status != 0
 //  kReadReq    key          remote addr    length     -
 //  kReadResp   -            -              -          data, or error text when status != 0
@@ -29,7 +30,7 @@
 namespace podnet::tcp {
 
 inline constexpr uint32_t kMagic = 0x544E4450;  // "PDNT"
-inline constexpr uint16_t kWireVersion = 2;
+inline constexpr uint16_t kWireVersion = 3;
 inline constexpr size_t kHeaderSize = 64;
 inline constexpr uint64_t kMaxPayload = 1ull << 32;  // 4 GiB per frame
 inline constexpr uint64_t kMaxControlPayload = 4096;  // hello, error texts
@@ -40,6 +41,11 @@ enum class FrameType : uint8_t {
   kLast = kError,
 };
 std::string_view frame_type_name(FrameType t) noexcept;
+
+// FrameHeader::flags. The only flag: a write-imm without payload that uses up its
+// notification number (aux) and delivers nothing, sent when the striped write it belonged
+// to was refused (the target holds later notifications until every earlier number came).
+inline constexpr uint8_t kFlagOrderOnly = 1;
 
 struct FrameHeader {
   uint32_t magic = kMagic;
