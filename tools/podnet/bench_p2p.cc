@@ -266,12 +266,13 @@ Status spin_for_byte(Ctx& c, const std::byte* p, std::byte want, const char* wha
 // --check for the write ping-pong: the marker may be placed before the rest of the payload
 // (a large write striped over several connections or queue pairs, which on a slow link can
 // take seconds); the payload counts as wrong only if it is still not complete when the
-// operation timeout has passed.
-bool payload_complete(Ctx& c, const std::byte* p, size_t n, uint64_t iter) {
+// operation timeout has passed. A peer that fails meanwhile is an error naming it.
+Result<bool> payload_complete(Ctx& c, const std::byte* p, size_t n, uint64_t iter) {
   if (c.scratch.size() < n) c.scratch.resize(n);
   fill_marked(c.scratch.data(), n, static_cast<int>(iter));
   const int64_t deadline = deadline_of(c);
   while (std::memcmp(p, c.scratch.data(), n) != 0) {
+    if (Status h = c.ep->health(); !h.ok()) return h.with_context("waiting for the rest of write {}", iter);
     if (now_ns() > deadline) return false;
     c.world.context().progress();
   }
@@ -325,7 +326,12 @@ Status lat_initiator(Ctx& c, uint64_t size, int iters, int warm, P2pRow& row) {
     if (c.o.check) {
       // The target echoes what it received (ping-pong) or holds the pattern (read).
       uint64_t expect = c.op == Op::kRead ? 0 : static_cast<uint64_t>(i);
-      bool ok = c.op == Op::kWrite ? payload_complete(c, dst, size, expect) : matches(dst, size, expect);
+      bool ok = false;
+      if (c.op == Op::kWrite) {
+        PODNET_ASSIGN_OR_RETURN(ok, payload_complete(c, dst, size, expect));
+      } else {
+        ok = matches(dst, size, expect);
+      }
       if (!ok) row.wrong++;
     }
   }
@@ -356,7 +362,10 @@ Status lat_target(Ctx& c, uint64_t size, int iters, int warm) {
     if (c.op == Op::kWrite) {
       PODNET_RETURN_IF_ERROR(spin_for_byte(c, in + 2 * size - 1, marker(i), "the write"));
       if (echo.valid()) PODNET_RETURN_IF_ERROR(echo.wait(c.tmo));
-      if (c.o.check && !payload_complete(c, in + size, size, i)) wrong++;
+      if (c.o.check) {
+        PODNET_ASSIGN_OR_RETURN(bool complete, payload_complete(c, in + size, size, i));
+        if (!complete) wrong++;
+      }
       echo = c.ep->write(c.mr, size, c.peer_key, size, size);
     } else if (c.op == Op::kSend) {
       Request r = c.ep->recv(in, size, i);
