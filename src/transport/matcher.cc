@@ -184,7 +184,12 @@ void TagMatcher::fail(const Status& status) {
     // died; complete messages stay deliverable.
     for (auto it = unexpected_.begin(); it != unexpected_.end();) {
       if ((*it)->rendezvous || !(*it)->complete) {
-        if ((*it)->attached) attached.push_back(std::move(*(*it)->attached));
+        if ((*it)->attached) {
+          attached.push_back(std::move(*(*it)->attached));
+          // Or the reader finishing the payload gets it back from finish_unexpected() and
+          // copies into the buffer of a receive that already failed.
+          (*it)->attached.reset();
+        }
         it = unexpected_.erase(it);
       } else {
         ++it;

@@ -153,5 +153,28 @@ TEST(Payload, QueuedMessagesGoToTheReceivesThatNameThem) {
   EXPECT_FALSE(late_req->done());
 }
 
+// A receive attached to a message still arriving fails with the peer; the reader that then
+// finishes the payload must not get it back (it would copy into the buffer of a receive the
+// user already saw fail, and complete a request that is gone).
+TEST(Payload, AReceiveAttachedToAHalfArrivedMessageFailsOnceWithThePeer) {
+  TagMatcher m;
+  std::shared_ptr<UnexpectedMsg> msg;
+  ASSERT_FALSE(m.match_or_queue(5, [&] {
+                  msg = make_unexpected();
+                  msg->tag = 5;
+                  msg->length = 8;
+                  return msg;
+                }).has_value());
+  std::vector<std::byte> out(8, std::byte{0x5A});
+  auto req = make_request(nullptr, "recv", 5);
+  PostedRecv r{out.data(), out.size(), 5, ~0ull, req};
+  ASSERT_EQ(m.post(r), nullptr) << "the message is still arriving: the receive attaches";
+  m.fail(Status::PeerFailed("rank 1 died"));
+  ASSERT_TRUE(req->done());
+  EXPECT_EQ(req->status().code(), Code::kPeerFailed);
+  EXPECT_FALSE(m.finish_unexpected(*msg).has_value()) << "the failed receive came back to the reader";
+  EXPECT_EQ(out, std::vector<std::byte>(8, std::byte{0x5A}));
+}
+
 }  // namespace
 }  // namespace podnet::detail
