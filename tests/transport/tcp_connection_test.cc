@@ -12,14 +12,18 @@
 
 #include <chrono>
 #include <cstring>
+#include <future>
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "transport/progress.h"
 #include "transport/registry.h"
+#include "transport/request.h"
 #include "transport/tcp/connection.h"
+#include "transport/tcp/endpoint.h"
 #include "transport/tcp/transport.h"
 #include "transport/tcp/wire.h"
 
@@ -189,6 +193,80 @@ TEST_F(TcpConnection, AReadBelowTheLowWaterMarkLowersIt) {
   EXPECT_EQ(std::memcmp(dst.data(), src.data(), kLen), 0);
   registry_->remove(**region);
 }
+
+// A message arriving into a posted receive is held by its connection alone (the matcher
+// handed the receive over): when the connection closes halfway, by the peer's EOF seen by the
+// reading thread or failed from elsewhere (another stream, the peer timeout), that receive
+// must fail with the peer's error at once, not wait forever.
+class TcpConnectionClosing : public TcpConnection, public ::testing::WithParamInterface<bool> {};
+
+TEST_P(TcpConnectionClosing, AReceiveFillingFromAMessageFailsWhenTheConnectionCloses) {
+  const bool eof = GetParam();
+  TcpEndpoint* ep = conn_->endpoint();
+  ASSERT_NE(ep, nullptr);
+  std::vector<unsigned char> buf(4096, 0);
+  auto r = ep->recv(buf.data(), buf.size(), 7, ~0ull);
+  FrameHeader h;
+  h.type = FrameType::kSend;
+  h.a = 7;
+  h.length = 1000;
+  std::vector<unsigned char> part(100, 1);
+  send_frame(peer_, h, part.data(), part.size());
+  ASSERT_TRUE(arrived(*engine_, buf, 99));
+  ASSERT_FALSE(r->done());
+  if (eof) {
+    close(peer_);  // the reader sees it and closes the connection itself
+    peer_ = -1;
+  } else {
+    conn_->fail(Status::PeerFailed("test: another stream failed"));  // not the reader
+  }
+  for (int i = 0; i < 100 && !r->done(); ++i) engine_->poll(10);
+  ASSERT_TRUE(r->done()) << "the receive still waits a second after its connection closed";
+  EXPECT_EQ(r->status().code(), Code::kPeerFailed) << r->status().to_string();
+  EXPECT_NE(r->status().message().find("recv"), std::string::npos) << r->status().message();
+  EXPECT_FALSE(ep->health().ok());
+}
+
+// A one-sided write arriving when the connection closes: its region is free to deregister at
+// once (the half-written frame's pin goes with the connection's receive state), instead of
+// when the closed connection is finally freed (seconds later, or never without housekeeping).
+TEST_P(TcpConnectionClosing, AHalfArrivedWriteDoesNotHoldItsRegion) {
+  const bool eof = GetParam();
+  std::vector<unsigned char> dst(20000, 0);
+  auto region = registry_->add(dst.data(), dst.size(), Access::kRemoteWrite);
+  ASSERT_TRUE(region.ok()) << region.status().to_string();
+  std::vector<unsigned char> src(dst.size(), 3);
+  FrameHeader w;
+  w.type = FrameType::kWrite;
+  w.a = (*region)->key;
+  w.b = reinterpret_cast<uint64_t>(dst.data());
+  w.length = dst.size();
+  w.seq = 9;
+  send_frame(peer_, w, src.data(), 3000);
+  ASSERT_TRUE(arrived(*engine_, dst, 2999));
+  if (eof) {
+    close(peer_);
+    peer_ = -1;
+  } else {
+    conn_->fail(Status::PeerFailed("test: another stream failed"));
+  }
+  for (int i = 0; i < 20; ++i) engine_->poll(10);
+  // Deregistration waits for the region's pins; in a thread, so that a pin left behind fails
+  // the test instead of hanging it.
+  auto done = std::make_shared<std::promise<void>>();
+  std::future<void> removed = done->get_future();
+  std::thread([reg = registry_, rs = *region, done] {
+    reg->remove(*rs);
+    done->set_value();
+  }).detach();
+  EXPECT_EQ(removed.wait_for(std::chrono::seconds(2)), std::future_status::ready)
+      << "deregistration still waits for the closed connection's half-written frame";
+}
+
+INSTANTIATE_TEST_SUITE_P(ByEofOrFromElsewhere, TcpConnectionClosing, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& i) {
+                           return i.param ? "PeerEof" : "FailedElsewhere";
+                         });
 
 }  // namespace
 }  // namespace podnet::tcp

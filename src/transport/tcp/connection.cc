@@ -32,6 +32,16 @@ constexpr int kMaxIov = 64;
 constexpr int kReadBudget = 32;
 constexpr uint64_t kLowatMax = 128 * 1024;
 
+// The connection whose rx_mu_ this thread holds: fail() runs on the reading thread too.
+thread_local const Connection* t_rx_owner = nullptr;
+struct RxOwner {
+  explicit RxOwner(const Connection* c) : prev(t_rx_owner) { t_rx_owner = c; }
+  ~RxOwner() { t_rx_owner = prev; }
+  RxOwner(const RxOwner&) = delete;
+  RxOwner& operator=(const RxOwner&) = delete;
+  const Connection* prev;
+};
+
 // The data path's socket calls without glibc's cancellation wrappers (podnet never cancels
 // a thread): recv() and sendmsg() switch asynchronous cancellation on and off around the
 // system call, ~2 % of the CPU time of a 2-rank 8 B allreduce over loopback (perf).
@@ -152,6 +162,7 @@ Status Connection::start_connect() {
   if (inet_pton(AF_INET, host_.c_str(), &sa.sin_addr) != 1)
     return Status::InvalidArgument("'{}' is not an IPv4 address", host_);
   std::lock_guard rx(rx_mu_);
+  RxOwner own(this);
   std::lock_guard tx(tx_mu_);
   PODNET_RETURN_IF_ERROR(open_socket());
   state_.store(State::kConnecting);
@@ -453,14 +464,19 @@ void Connection::on_event(uint32_t events) {
   if (st == State::kConnecting) {
     if (!(events & (EPOLLOUT | EPOLLERR | EPOLLHUP))) return;
     std::lock_guard rx(rx_mu_);
+    RxOwner own(this);
     std::lock_guard tx(tx_mu_);
     if (state_.load() == State::kConnecting) on_connected();
     return;
   }
   if (events & (EPOLLIN | EPOLLERR | EPOLLHUP)) {
     if (rx_mu_.try_lock()) {
-      read_ready();
+      {
+        RxOwner own(this);
+        read_ready();
+      }
       rx_mu_.unlock();
+      if (state_.load() == State::kClosed) reap_rx();
     }
   }
   if (events & (EPOLLOUT | EPOLLERR)) {
@@ -643,6 +659,7 @@ void Connection::tick(int64_t now) {
     if (!rx_mu_.try_lock()) return;
     std::lock_guard tx(tx_mu_);
     std::lock_guard rx(rx_mu_, std::adopt_lock);
+    RxOwner own(this);
     sockaddr_in sa{};
     sa.sin_family = AF_INET;
     sa.sin_port = htons(port_);
@@ -714,7 +731,30 @@ void Connection::fail(const Status& why, bool notify) {
   }
   for (auto& t : dropped)
     if (t->part) t->part->part_done(why);
+  reap_rx();
   transport_->retire(shared_from_this());
+}
+
+void Connection::reap_rx() {
+  if (t_rx_owner == this || !rx_mu_.try_lock()) return;
+  {
+    RxOwner own(this);
+    abort_sink();
+  }
+  rx_mu_.unlock();
+}
+
+void Connection::abort_sink() {
+  in_payload_ = false;
+  payload_left_ = 0;
+  std::shared_ptr<detail::RequestState> req = std::move(sink_.req);
+  sink_ = RxSink{};  // releases a region pin, an unexpected message's reference
+  if (!req) return;
+  if (TcpEndpoint* ep = endpoint()) {
+    ep->fail_in_flight(req);
+  } else {
+    req->complete(Status::PeerFailed("connection to {} closed with a message half received", remote_));
+  }
 }
 
 }  // namespace podnet::tcp

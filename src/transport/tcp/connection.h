@@ -119,6 +119,13 @@ class Connection : public detail::EventHandler, public std::enable_shared_from_t
   void choose_congestion();      // once connected: through_loopback(), PODNET_TCP_CONGESTION
   void reap_zerocopy();          // reads completions from the error queue; tx_mu_ held
   void set_rcvlowat(int bytes);  // rx_mu_ held
+  // Once closed: fails the receive a half-arrived payload was to complete (only this
+  // connection holds it) and drops the rest of the frame's state (a region pin would hold
+  // up deregistration). Takes rx_mu_ when free; a thread that holds it calls this again
+  // after it lets go (on_event), and the thread reading this connection, which may be
+  // the one that closed it, does it there too.
+  void reap_rx();
+  void abort_sink();  // rx_mu_ held
 
   TcpTransport* transport_;
   const bool outgoing_;

@@ -686,6 +686,12 @@ void TcpEndpoint::on_connection_failed(Connection& c, const Status& why) {
               fmt::format("{} stream {}: {}", c.outgoing() ? "outgoing" : "incoming", c.stream(), why.message())));
 }
 
+void TcpEndpoint::fail_in_flight(const std::shared_ptr<RequestState>& req) {
+  Status why = health();
+  if (why.ok()) why = Status::PeerFailed("the connection closed with the message half received");
+  req->complete(op_failure(*req, why));
+}
+
 void TcpEndpoint::tick(int64_t now) {
   std::vector<std::shared_ptr<Connection>> conns;
   {

@@ -65,6 +65,9 @@ class TcpEndpoint : public detail::TransportEndpoint, public std::enable_shared_
   void on_stream_open(Connection& c);
   void on_bye(Connection& c);
   void on_connection_failed(Connection& c, const Status& why);
+  // A receive whose message was arriving on a connection that closed: only that connection
+  // held it. Fails it with the endpoint's error.
+  void fail_in_flight(const std::shared_ptr<detail::RequestState>& req);
 
   void tick(int64_t now_ns);
   void close_gracefully();        // sends bye on every stream
