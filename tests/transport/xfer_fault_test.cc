@@ -133,6 +133,33 @@ TEST(XferPeer, ClosedPeerFailsPendingRequestsNamingIt) {
   EXPECT_NE(st2.message().find("send seq"), std::string::npos) << st2.message();
 }
 
+// What a peer sent before it closed its context is delivered, however much of it is still
+// in flight when it goes: its sends succeeded, so the receives for them must too.
+TEST(XferPeer, MessagesSentBeforeThePeerClosedAreAllDelivered) {
+  Pair p = Pair::make();
+  constexpr uint64_t kMessages = 4000;  // many still unread when the peer's goodbye arrives
+  std::vector<uint64_t> got(kMessages, ~0ull);
+  std::vector<Request> recvs;
+  for (uint64_t i = 0; i < kMessages; ++i) recvs.push_back(p.ab->recv(&got[i], 8, i));
+  for (uint64_t i = 0; i < kMessages; ++i) {
+    uint64_t v = i * 3;
+    ASSERT_TRUE(p.ba->send(&v, 8, i).wait(kWait).ok()) << "send " << i;
+  }
+  p.ba.reset();
+  p.b.reset();  // closes the context: everything above was sent
+  size_t failed = 0;
+  std::string first;
+  for (uint64_t i = 0; i < kMessages; ++i) {
+    Status st = recvs[i].wait(kWait);
+    if (!st.ok()) {
+      if (failed++ == 0) first = fmt::format("receive {}: {}", i, st.to_string());
+      continue;
+    }
+    EXPECT_EQ(got[i], i * 3) << "receive " << i;
+  }
+  EXPECT_EQ(failed, 0u) << "of " << kMessages << " receives; the first: " << first;
+}
+
 TEST(XferPeer, WaitTimesOutWithoutLosingTheRequest) {
   Pair p = Pair::make();
   uint64_t v = 0, w = 99;

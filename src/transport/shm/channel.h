@@ -190,6 +190,20 @@ class Channel {
     return n;
   }
 
+  // The peer is gone: calls fn for every record it left, waiting for the consumer's lock
+  // (consume() gives up when another thread holds it, and takes at most `max`).
+  template <typename F>
+  int consume_all(F&& fn) {
+    std::lock_guard lk(rx_mu_);
+    int n = 0;
+    for (const RecHdr* h = rx_.peek(); h != nullptr; h = rx_.peek(), ++n) {
+      fn(*h);
+      rx_.consume(h);
+    }
+    rx_.release();  // nobody to wake
+    return n;
+  }
+
   bool arm();      // before blocking: false when there is work
   void disarm();
 

@@ -311,6 +311,17 @@ int ShmEndpoint::poll() {
   return n;
 }
 
+void ShmEndpoint::drain_departed() {
+  Completions done;
+  Channel* o = out_raw_.load(std::memory_order_acquire);
+  Channel* i = in_raw_.load(std::memory_order_acquire);
+  if (o != nullptr && o->ready()) o->consume_all([this](const RecHdr& h) { on_reply_record(h); });
+  if (i != nullptr) i->consume_all([this](const RecHdr& h) { on_request(h); });
+  if (o != nullptr) o->drain(done);
+  if (i != nullptr) i->drain(done);
+  if (!done.empty()) complete_all(done);
+}
+
 bool ShmEndpoint::arm() {
   Channel* o = out_raw_.load(std::memory_order_acquire);
   Channel* i = in_raw_.load(std::memory_order_acquire);

@@ -101,6 +101,10 @@ class ShmEndpoint : public detail::TransportEndpoint, public std::enable_shared_
   std::shared_ptr<const std::byte> view_mapped(uint64_t key, uint64_t addr, size_t len) override;
 
   int poll();
+  // The peer went away: handles every record it left in the rings (poll() takes a bounded
+  // number, and none while another thread consumes), so that what it sent before it went
+  // counts; call before fail().
+  void drain_departed();
   // Whether the peer is this process: its rings only change when this process publishes
   // (Channel::local_publishes).
   bool same_process() const {

@@ -123,7 +123,7 @@ class ShmTransport::Watch : public detail::EventHandler {
   void close_channel(ShmEndpoint& ep, const Status& why) {
     closed_ = true;
     t_->engine().remove(ch_->sock(), this);
-    ep.poll();  // what the peer wrote before it went away still counts
+    ep.drain_departed();  // what the peer wrote before it went away still counts
     ep.fail(Status::PeerFailed("the process exited or closed its context ({})", why.message()));
   }
 
