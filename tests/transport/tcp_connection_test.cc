@@ -111,16 +111,24 @@ class TcpConnection : public ::testing::Test {
     auto t = TcpTransport::create(*engine_, *registry_, /*ctx_id=*/1, /*rank=*/0, "127.0.0.1", 0, TcpOptions{});
     ASSERT_TRUE(t.ok()) << t.status().to_string();
     transport_ = std::move(t).value();
-    auto [peer, mine] = tcp_pair();
+    auto [peer, conn] = open_stream(0);
     peer_ = peer;
-    fd_ = mine;
-    conn_ = std::make_shared<Connection>(transport_.get(), /*outgoing=*/false, -1);
-    ASSERT_TRUE(conn_->adopt(fd_, "test peer").ok());
-    transport_->track(conn_);
-    // The peer's hello (rank 1, one stream), answered with the hello-ack.
+    conn_ = conn;
+  }
+
+  // A connection of the peer's (rank 1, two streams), adopted and through its handshake:
+  // {the peer's socket, the connection}.
+  std::pair<int, std::shared_ptr<Connection>> open_stream(int stream) {
+    auto [peer, mine] = tcp_pair();
+    if (stream == 0) fd_ = mine;
+    auto conn = std::make_shared<Connection>(transport_.get(), /*outgoing=*/false, -1);
+    EXPECT_TRUE(conn->adopt(mine, "test peer").ok());
+    transport_->track(conn);
     HelloBody hello;
     hello.ctx_id = 2;
     hello.rank = 1;
+    hello.stream = static_cast<uint16_t>(stream);
+    hello.nstreams = 2;
     hello.listen = "127.0.0.1:9";
     std::string body = encode_hello(hello);
     FrameHeader h;
@@ -128,10 +136,13 @@ class TcpConnection : public ::testing::Test {
     h.length = body.size();
     h.a = 2;
     h.b = 1;
-    send_frame(peer_, h, body.data(), body.size());
-    auto ack = next_frame(*engine_, peer_, std::chrono::seconds(5));
-    ASSERT_TRUE(ack.has_value()) << "no hello-ack";
-    ASSERT_EQ(ack->type, FrameType::kHelloAck);
+    send_frame(peer, h, body.data(), body.size());
+    auto ack = next_frame(*engine_, peer, std::chrono::seconds(5));
+    EXPECT_TRUE(ack.has_value()) << "no hello-ack on stream " << stream;
+    if (ack) {
+      EXPECT_EQ(ack->type, FrameType::kHelloAck);
+    }
+    return {peer, conn};
   }
   void TearDown() override {
     if (transport_) transport_->shutdown();
@@ -261,6 +272,39 @@ TEST_P(TcpConnectionClosing, AHalfArrivedWriteDoesNotHoldItsRegion) {
   }).detach();
   EXPECT_EQ(removed.wait_for(std::chrono::seconds(2)), std::future_status::ready)
       << "deregistration still waits for the closed connection's half-written frame";
+}
+
+// The peer says bye on each of its connections after everything it sent there; one bye
+// read before the frames still unread on another connection must not fail the endpoint
+// (those frames would be lost: its messages travel on one connection, its goodbye on all).
+TEST_F(TcpConnection, OneByeDoesNotFailTheEndpointWhileAnotherConnectionIsOpen) {
+  auto [peer1, conn1] = open_stream(1);
+  TcpEndpoint* ep = conn_->endpoint();
+  ASSERT_NE(ep, nullptr);
+  uint64_t v = 0;
+  auto r = ep->recv(&v, sizeof v, 7, ~0ull);
+  FrameHeader bye;
+  bye.type = FrameType::kBye;
+  send_frame(peer1, bye, nullptr, 0);
+  for (int i = 0; i < 100 && conn1->state() != Connection::State::kClosed; ++i) engine_->poll(10);
+  ASSERT_EQ(conn1->state(), Connection::State::kClosed) << "the bye on stream 1 was not read";
+  EXPECT_TRUE(ep->health().ok()) << ep->health().to_string();
+  // The message the peer sent on stream 0 before its bye there.
+  FrameHeader m;
+  m.type = FrameType::kSend;
+  m.a = 7;
+  m.length = sizeof v;
+  const uint64_t sent = 0xfeedull;
+  send_frame(peer_, m, &sent, sizeof sent);
+  send_frame(peer_, bye, nullptr, 0);
+  for (int i = 0; i < 100 && (!r->done() || ep->health().ok()); ++i) engine_->poll(10);
+  ASSERT_TRUE(r->done());
+  EXPECT_TRUE(r->status().ok()) << r->status().to_string();
+  EXPECT_EQ(v, sent);
+  Status h = ep->health();
+  EXPECT_EQ(h.code(), Code::kPeerFailed) << "every connection said bye: " << h.to_string();
+  EXPECT_NE(h.message().find("shut down"), std::string::npos) << h.message();
+  close(peer1);
 }
 
 INSTANTIATE_TEST_SUITE_P(ByEofOrFromElsewhere, TcpConnectionClosing, ::testing::Bool(),

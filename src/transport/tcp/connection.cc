@@ -596,10 +596,13 @@ bool Connection::handle_header(const FrameHeader& h) {
       break;
     case FrameType::kHeartbeat:
       break;
-    case FrameType::kBye:
-      endpoint() ? endpoint()->on_bye(*this) : void();
+    case FrameType::kBye: {
+      // Closed first, then told: the endpoint counts the connections still open.
+      TcpEndpoint* ep = endpoint();
       fail(Status::PeerFailed("{} closed the connection", remote_), /*notify=*/false);
+      if (ep != nullptr) ep->on_bye(*this);
       return false;
+    }
     case FrameType::kHelloAck:
       mark_open();
       if (TcpEndpoint* ep = endpoint()) ep->on_stream_open(*this);

@@ -678,6 +678,16 @@ void TcpEndpoint::on_stream_open(Connection& c) {
 
 void TcpEndpoint::on_bye(Connection&) {
   graceful_.store(true);
+  // The peer says bye on every connection after everything it queued there: frames it sent
+  // before may still be unread on the others (its messages on one, its writes on another).
+  // The endpoint fails once they are all closed; the connection closes before it calls this,
+  // so of two byes handled at once, at least the later check sees both closed.
+  {
+    std::lock_guard lk(conn_mu_);
+    for (const auto* list : {&out_, &in_})
+      for (const auto& c : *list)
+        if (c && c->state() != Connection::State::kClosed) return;
+  }
   fail(Status::PeerFailed("{} shut down its side of the connection", peer_name()));
 }
 
