@@ -1,6 +1,7 @@
 // One-sided checks at the target, dead peers, and garbage on the wire.
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -114,6 +115,38 @@ TEST(XferTarget, RefusedWriteNotifyDoesNotHoldBackLaterNotifications) {
   // Nothing was delivered for the refused ones.
   Request extra = p.ba->recv_notify();
   EXPECT_EQ(extra.wait(std::chrono::milliseconds(200)).code(), Code::kTimeout) << "imm " << extra.imm();
+}
+
+// A refused write completes only when nothing reads its source any more: the user may free
+// the buffer as soon as the request says it failed. (Over shm without cross-memory attach a
+// large write goes as many fragments copied out of the source; the target refuses each one,
+// and the first refusal completed the request while the rest were still queued.) The source
+// is unmapped right after the failure: a late read of it is a crash, in any build.
+TEST(XferTarget, ARefusedWriteIsDoneWithItsSourceWhenItFails) {
+  ::setenv("PODNET_SHM_CMA", "0", 1);  // the fragment path over shm (no effect on tcp)
+  Pair p = Pair::make();
+  ::unsetenv("PODNET_SHM_CMA");
+  constexpr size_t kLen = 16 << 20;
+  std::vector<std::byte> dst(kLen);
+  auto mdst = p.b->register_memory(dst.data(), kLen, Access::kRemoteWrite).value();
+  RemoteKey forged = mdst.remote_key();
+  forged.key ^= 0x1234500000ull;
+  for (int round = 0; round < 8; ++round) {  // the old bug crashed in 4 of 6 runs of 3 rounds
+    void* src = mmap(nullptr, kLen, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    ASSERT_NE(src, MAP_FAILED);
+    std::memset(src, 7, kLen);
+    auto msrc = p.a->register_memory(src, kLen, Access::kNone).value();
+    Status st = p.ab->write(msrc, 0, forged, 0, kLen).wait(kWait);
+    EXPECT_EQ(st.code(), Code::kAccessDenied) << st.to_string();
+    msrc.deregister();
+    ASSERT_EQ(munmap(src, kLen), 0);
+    // A round trip: whatever was still queued behind the refusal has gone by now.
+    uint64_t v = 1, w = 0;
+    Request r = p.ba->recv(&w, 8, 99);
+    ASSERT_TRUE(p.ab->send(&v, 8, 99).wait(kWait).ok());
+    ASSERT_TRUE(r.wait(kWait).ok());
+  }
+  ASSERT_TRUE(p.ab->health().ok()) << p.ab->health().to_string();
 }
 
 TEST(XferPeer, ClosedPeerFailsPendingRequestsNamingIt) {

@@ -533,11 +533,21 @@ void ShmEndpoint::on_reply_record(const RecHdr& h) {
     return;
   }
   const bool last = (h.flags & kLast) != 0;
+  auto reason = [&] {
+    return Status(static_cast<Code>(h.code), std::string(reinterpret_cast<const char*>(payload(&h)), h.plen));
+  };
   Op op;
   {
     std::lock_guard lk(mu_);
     auto it = ops_.find(h.seq);
     if (it == ops_.end()) return;
+    if (h.type == Rec::kAck && h.code != 0 && !last) {
+      // A refused fragment of a write: its later fragments are still queued and copy from
+      // the source; the user may free it once the request completes, so that waits for the
+      // last fragment's acknowledgement.
+      if (it->second.refused.ok()) it->second.refused = reason();
+      return;
+    }
     op = last ? std::move(it->second) : it->second;
     if (last) ops_.erase(it);
   }
@@ -546,9 +556,8 @@ void ShmEndpoint::on_reply_record(const RecHdr& h) {
     if (last) op.req->complete(Status::Ok());
     return;
   }
-  if (h.code != 0) {
-    Status why(static_cast<Code>(h.code), std::string(reinterpret_cast<const char*>(payload(&h)), h.plen));
-    op.req->complete(op_failure(*op.req, why));
+  if (!op.refused.ok() || h.code != 0) {
+    op.req->complete(op_failure(*op.req, !op.refused.ok() ? op.refused : reason()));
   } else if (last) {
     op.req->complete(Status::Ok());
   }

@@ -125,6 +125,9 @@ class ShmEndpoint : public detail::TransportEndpoint, public std::enable_shared_
     std::byte* dst = nullptr;  // the local buffer (read: destination; write, send: source)
     size_t len = 0;
     bool read = false;
+    // A write sent in fragments that the target refused: the first refusal, reported when
+    // the last fragment is acknowledged (the others still read the source until then).
+    Status refused = Status::Ok();
   };
   // Target side of a split one-sided operation: the region stays pinned until both halves
   // are copied (ours and the initiator's, announced by kPushDone).
