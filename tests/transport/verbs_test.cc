@@ -98,6 +98,14 @@ TEST(VerbsSendQueue, SignaledCompletionRetiresTheUnsignaledRunBeforeIt) {
   EXPECT_EQ(sq.used(), 8);  // 8 unsignaled wait for the next signaled one
   EXPECT_TRUE(retired.empty()) << "inline messages hand nothing back";
   EXPECT_FALSE(sq.needs_flush()) << "inline messages need no completion of their own";
+  // ... except at shutdown, which waits until the peer's NIC has them: nothing signaled is
+  // in flight to say so (VerbsEndpoint::quiet_for_close posts an empty signaled write).
+  EXPECT_TRUE(sq.unsignaled_only());
+  sq.posted(true);
+  EXPECT_FALSE(sq.unsignaled_only()) << "a signaled one behind them retires them";
+  sq.completed(retired);
+  EXPECT_EQ(sq.used(), 0);
+  EXPECT_FALSE(sq.unsignaled_only()) << "nothing in flight";
 
   verbs::SendQueueCount small(8);
   for (int i = 0; i < 6; ++i) small.posted(small.want_signal());

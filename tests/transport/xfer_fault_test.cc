@@ -170,9 +170,6 @@ TEST(XferPeer, ClosedPeerFailsPendingRequestsNamingIt) {
 // in flight when it goes: its sends succeeded, so the receives for them must too.
 TEST(XferPeer, MessagesSentBeforeThePeerClosedAreAllDelivered) {
   Pair p = Pair::make();
-  if (p.ab->transport() == "verbs")
-    GTEST_SKIP() << "verbs: a context that closes drops the eager sends still queued for credits (they completed "
-                    "when copied): a known open bug, docs/verbs.md \"Known issues\"";
   constexpr uint64_t kMessages = 4000;  // many still unread when the peer's goodbye arrives
   std::vector<uint64_t> got(kMessages, ~0ull);
   std::vector<Request> recvs;

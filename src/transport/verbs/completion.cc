@@ -18,6 +18,17 @@ int VerbsEndpoint::poll() {
   // One thread drains at a time: completions of one QP must be handled in order.
   std::unique_lock pl(poll_mu_, std::try_to_lock);
   if (!pl.owns_lock()) return 0;
+  return poll_locked(cq);
+}
+
+void VerbsEndpoint::drain_departed() {
+  ibv_cq* cq = cq_.load(std::memory_order_acquire);
+  if (cq == nullptr) return;
+  std::lock_guard pl(poll_mu_);  // waits for a thread polling now: it may stop at a burst
+  poll_locked(cq);
+}
+
+int VerbsEndpoint::poll_locked(ibv_cq* cq) {
   if (repost_count_.load(std::memory_order_relaxed) != 0) {
     Done done;
     {

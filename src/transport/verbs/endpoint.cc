@@ -469,6 +469,32 @@ void VerbsEndpoint::flush_unsignaled() {
   for (auto& q : req_lanes_) flush(*q);
 }
 
+bool VerbsEndpoint::quiet_for_close() {
+  poll();
+  Done done;
+  bool quiet = true;
+  {
+    std::lock_guard lk(mu_);
+    if (!failed_.ok()) return true;
+    // Not connected yet: what is queued waits for the queue pairs (bounded by the caller).
+    if (!connected_ || !req_qp_) return pending_.empty();
+    pump(done);
+    auto retired = [&](QueuePair& q) {
+      if (q.sq.used() == 0) return true;
+      if (q.sq.unsignaled_only() && !q.sq.full())
+        post_rdma(q, IBV_WR_RDMA_WRITE, make_wr_id(WrKind::kBeat, 0, 0), nullptr, 0, 0, peer_req_.beat_addr,
+                  peer_req_.beat_rkey, 0);
+      return false;
+    };
+    quiet = pending_.empty();
+    quiet = retired(*req_qp_) && quiet;
+    for (auto& q : req_lanes_) quiet = retired(*q) && quiet;
+    settle(done);
+  }
+  finish(done);
+  return quiet;
+}
+
 void VerbsEndpoint::pump(Done& done) {
   // Nothing queued and nothing to flush (most calls, e.g. after every completion): done.
   if (replies_.empty() && pulls_.empty() && pending_.empty() && post_failed_.ok() && !needs_flush()) return;

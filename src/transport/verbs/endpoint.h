@@ -77,6 +77,15 @@ class VerbsEndpoint : public detail::TransportEndpoint, public std::enable_share
   Status health() const override;
 
   int poll();              // drains the completion queue; returns completions handled
+  // The peer went away: handles every completion queued (waiting for a thread polling now)
+  // so that what it sent before counts; call before fail().
+  void drain_departed();
+  // This context closes: one step of letting what the endpoint queued leave before the
+  // goodbye (an eager send completes once copied, maybe into the queue while the peer has
+  // no credits). True once the queue is empty and every work request on the request QPs is
+  // retired (a completion on an RC QP means the peer's NIC has it, and everything before
+  // it); posts a signaled empty write where only unsignaled messages are in flight.
+  bool quiet_for_close();
   bool arm();              // requests a completion event; false if work arrived meanwhile
   void tick(int64_t now_ns);
   void revoke(uint64_t key);           // a local region peers may know was deregistered
@@ -87,6 +96,7 @@ class VerbsEndpoint : public detail::TransportEndpoint, public std::enable_share
   ibv_cq* cq() const { return cq_.load(std::memory_order_acquire); }
 
  private:
+  int poll_locked(ibv_cq* cq);  // poll_mu_ held
   struct KeyInfo {
     bool resolved = false;
     bool asked = false;

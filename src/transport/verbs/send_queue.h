@@ -33,6 +33,8 @@ class SendQueueCount {
   // Unretired chunks wait behind no signaled work request. (A flush takes the last free slot
   // if need be: `want_signal()` kept one.)
   bool needs_flush() const { return runs_.empty() && run_ids_ > 0; }
+  // Work requests in flight and none of them signaled: nothing will report them done.
+  bool unsignaled_only() const { return used_ > 0 && runs_.empty(); }
   // `retire_id` != 0: the wr_id the retiring completion hands back (unsignaled only).
   void posted(bool signaled, uint64_t retire_id = 0) {
     ++used_;

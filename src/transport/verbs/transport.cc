@@ -9,8 +9,10 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cmath>
 #include <cstring>
+#include <thread>
 
 #include "base/clock.h"
 #include "base/log.h"
@@ -18,6 +20,7 @@
 
 namespace podnet::verbs {
 namespace {
+constexpr int64_t kCloseFlushNs = 2'000'000'000;  // shutdown: what endpoints queued may leave
 constexpr char kBye = 'B';   // sent on the setup socket by a context that closes on purpose
 constexpr char kBeat = 'H';  // heartbeat on the setup socket
 }  // namespace
@@ -266,7 +269,11 @@ void VerbsTransport::on_oob(Oob* o, uint32_t events) {
   auto ep = o->ep_.lock();
   auto lost = [&](const Status& why) {
     o->close_fd();
-    if (ep) ep->fail(why, o->bye_);
+    if (!ep) return;
+    // What the peer sent before it went is in the completion queue (its NIC had our
+    // acknowledgement): handled before the endpoint fails, or those receives fail too.
+    ep->drain_departed();
+    ep->fail(why, o->bye_);
   };
   if (o->state_ == Oob::State::kConnecting) {
     int err = 0;
@@ -396,6 +403,15 @@ void VerbsTransport::shutdown() {
     shut_down_ = true;
     eps = endpoints_;
     for (auto& o : oobs_) oobs.push_back(o.get());
+  }
+  // What the endpoints queued leaves before the goodbye: their eager sends completed when
+  // copied, and the peer's receives count on them. Bounded: a peer that stopped taking
+  // messages holds this up kCloseFlushNs at most.
+  const int64_t until = now_ns() + kCloseFlushNs;
+  for (bool quiet = false; !quiet && now_ns() < until;) {
+    quiet = true;
+    for (auto& [id, ep] : eps) quiet = ep->quiet_for_close() && quiet;
+    if (!quiet) std::this_thread::sleep_for(std::chrono::microseconds(50));
   }
   for (Oob* o : oobs) {  // the peers see a goodbye, then the socket close
     std::lock_guard olk(o->mu_);
