@@ -179,13 +179,7 @@ class Channel {
     if (!rx_.maybe_nonempty()) return 0;
     std::unique_lock lk(rx_mu_, std::try_to_lock);
     if (!lk.owns_lock()) return 0;
-    int n = 0;
-    for (; n < max; ++n) {
-      const RecHdr* h = rx_.peek();
-      if (h == nullptr) break;
-      fn(*h);
-      rx_.consume(h);
-    }
+    const int n = consume_locked(max, fn);
     if (rx_.release()) ring_peer();
     return n;
   }
@@ -195,11 +189,7 @@ class Channel {
   template <typename F>
   int consume_all(F&& fn) {
     std::lock_guard lk(rx_mu_);
-    int n = 0;
-    for (const RecHdr* h = rx_.peek(); h != nullptr; h = rx_.peek(), ++n) {
-      fn(*h);
-      rx_.consume(h);
-    }
+    const int n = consume_locked(INT_MAX, fn);
     rx_.release();  // nobody to wake
     return n;
   }
@@ -213,6 +203,17 @@ class Channel {
   void hang_up();              // the peer sees its socket close (the descriptor stays valid)
 
  private:
+  template <typename F>
+  int consume_locked(int max, F& fn) {  // rx_mu_ held
+    int n = 0;
+    for (; n < max; ++n) {
+      const RecHdr* h = rx_.peek();
+      if (h == nullptr) break;
+      fn(*h);
+      rx_.consume(h);
+    }
+    return n;
+  }
   Channel() = default;
   // init: the connector's new segment of rings `ring` and bulk areas `bulk`; else the sizes
   // are read from the segment and checked.

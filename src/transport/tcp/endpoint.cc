@@ -682,12 +682,8 @@ void TcpEndpoint::on_bye(Connection&) {
   // before may still be unread on the others (its messages on one, its writes on another).
   // The endpoint fails once they are all closed; the connection closes before it calls this,
   // so of two byes handled at once, at least the later check sees both closed.
-  {
-    std::lock_guard lk(conn_mu_);
-    for (const auto* list : {&out_, &in_})
-      for (const auto& c : *list)
-        if (c && c->state() != Connection::State::kClosed) return;
-  }
+  for (const auto& c : connections())
+    if (c->state() != Connection::State::kClosed) return;
   fail(Status::PeerFailed("{} shut down its side of the connection", peer_name()));
 }
 
@@ -702,26 +698,22 @@ void TcpEndpoint::fail_in_flight(const std::shared_ptr<RequestState>& req) {
   req->complete(op_failure(*req, why));
 }
 
+std::vector<std::shared_ptr<Connection>> TcpEndpoint::connections() const {
+  std::lock_guard lk(conn_mu_);
+  std::vector<std::shared_ptr<Connection>> conns = out_;
+  for (const auto& c : in_)
+    if (c) conns.push_back(c);
+  return conns;
+}
+
 void TcpEndpoint::tick(int64_t now) {
-  std::vector<std::shared_ptr<Connection>> conns;
-  {
-    std::lock_guard lk(conn_mu_);
-    conns = out_;
-    for (auto& c : in_)
-      if (c) conns.push_back(c);
-  }
+  const std::vector<std::shared_ptr<Connection>> conns = connections();
   for (auto& c : conns) c->tick(now);
 }
 
 void TcpEndpoint::close_gracefully() {
   graceful_.store(true);  // the peer closing in answer to our bye is expected, not a failure
-  std::vector<std::shared_ptr<Connection>> conns;
-  {
-    std::lock_guard lk(conn_mu_);
-    conns = out_;
-    for (auto& c : in_)
-      if (c) conns.push_back(c);
-  }
+  const std::vector<std::shared_ptr<Connection>> conns = connections();
   FrameHeader h;
   h.type = FrameType::kBye;
   for (auto& c : conns) c->post(h, nullptr, 0);
@@ -748,13 +740,7 @@ void TcpEndpoint::fail(const Status& why) {
   for (auto& [id, s] : sends) s.req->complete(op_failure(*s.req, why));
   for (auto& [id, r] : recvs) r->recv.req->complete(op_failure(*r->recv.req, why));
   matcher_.fail(Status(why.code(), fmt::format("recv from {}: {}", peer_name(), why.message())));
-  std::vector<std::shared_ptr<Connection>> conns;
-  {
-    std::lock_guard lk(conn_mu_);
-    conns = out_;
-    for (auto& c : in_)
-      if (c) conns.push_back(c);
-  }
+  const std::vector<std::shared_ptr<Connection>> conns = connections();
   for (auto& c : conns) c->fail(why, /*notify=*/false);
 }
 

@@ -127,6 +127,7 @@ class TcpEndpoint : public detail::TransportEndpoint, public std::enable_shared_
   // Tells the target that the write_notify numbered `order` failed (its striped data was
   // refused): the number is used up and nothing is delivered for it.
   void post_order_only(uint32_t order);
+  std::vector<std::shared_ptr<Connection>> connections() const;  // ours, then the peer's
   // The notification numbered `order` arrived: delivers it (`imm`; nullopt: the write was
   // refused, nothing to deliver) and every later one that waited for it, in order.
   void deliver_notification(uint32_t order, std::optional<uint64_t> imm);

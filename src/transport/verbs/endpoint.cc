@@ -456,13 +456,15 @@ bool VerbsEndpoint::needs_flush() const {
 }
 
 // Unsignaled chunks with no signaled work request behind them (send_queue.h): an empty RDMA
-// write, signaled, retires them. It needs no address or key at the target (IBA C9-88); the
-// peer's heartbeat word is named anyway.
+// write, signaled, retires them (the peer's heartbeat word is named, though it needs none).
+void VerbsEndpoint::post_empty_write(QueuePair& q) {
+  post_rdma(q, IBV_WR_RDMA_WRITE, make_wr_id(WrKind::kBeat, 0, 0), nullptr, 0, 0, peer_req_.beat_addr,
+            peer_req_.beat_rkey, 0);
+}
+
 void VerbsEndpoint::flush_unsignaled() {
   auto flush = [&](QueuePair& q) {
-    if (!q.sq.needs_flush() || q.sq.full()) return;
-    post_rdma(q, IBV_WR_RDMA_WRITE, make_wr_id(WrKind::kBeat, 0, 0), nullptr, 0, 0, peer_req_.beat_addr,
-              peer_req_.beat_rkey, 0);
+    if (q.sq.needs_flush() && !q.sq.full()) post_empty_write(q);
   };
   if (!connected_ || !failed_.ok()) return;  // a failed endpoint's QPs are in the error state
   flush(*req_qp_);
@@ -472,7 +474,7 @@ void VerbsEndpoint::flush_unsignaled() {
 bool VerbsEndpoint::quiet_for_close() {
   poll();
   Done done;
-  bool quiet = true;
+  bool quiet = false;
   {
     std::lock_guard lk(mu_);
     if (!failed_.ok()) return true;
@@ -481,9 +483,7 @@ bool VerbsEndpoint::quiet_for_close() {
     pump(done);
     auto retired = [&](QueuePair& q) {
       if (q.sq.used() == 0) return true;
-      if (q.sq.unsignaled_only() && !q.sq.full())
-        post_rdma(q, IBV_WR_RDMA_WRITE, make_wr_id(WrKind::kBeat, 0, 0), nullptr, 0, 0, peer_req_.beat_addr,
-                  peer_req_.beat_rkey, 0);
+      if (q.sq.unsignaled_only() && !q.sq.full()) post_empty_write(q);
       return false;
     };
     quiet = pending_.empty();

@@ -97,6 +97,9 @@ class VerbsEndpoint : public detail::TransportEndpoint, public std::enable_share
 
  private:
   int poll_locked(ibv_cq* cq);  // poll_mu_ held
+  // A signaled empty RDMA write (no address or key needed at the target, IBA C9-88): its
+  // completion retires the unsignaled work requests before it. With mu_ held.
+  void post_empty_write(QueuePair& q);
   struct KeyInfo {
     bool resolved = false;
     bool asked = false;
