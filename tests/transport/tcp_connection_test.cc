@@ -307,6 +307,120 @@ TEST_F(TcpConnection, OneByeDoesNotFailTheEndpointWhileAnotherConnectionIsOpen) 
   close(peer1);
 }
 
+// The endpoint fails (another stream, the peer timeout) while a thread is reading a payload
+// into the buffer of a rendezvous receive or a read: the operation must not be handed back
+// failed while that thread may still write into its buffer (the user would free or reuse it
+// under the copy). It fails once the reader lets go of the payload.
+TEST_F(TcpConnection, ARendezvousReceiveIsNotFailedWhileAReaderCopiesIntoIt) {
+  TcpEndpoint* ep = conn_->endpoint();
+  ASSERT_NE(ep, nullptr);
+  constexpr size_t kLen = 20000;
+  std::vector<unsigned char> buf(kLen, 0);
+  auto r = ep->recv(buf.data(), buf.size(), 5, ~0ull);
+  FrameHeader rts;
+  rts.type = FrameType::kRts;
+  rts.a = 5;     // tag
+  rts.b = 77;    // the sender's rendezvous id
+  rts.c = kLen;  // message length
+  send_frame(peer_, rts, nullptr, 0);
+  auto cts = next_frame(*engine_, peer_, std::chrono::seconds(2));
+  ASSERT_TRUE(cts.has_value()) << "no clear-to-send for the rendezvous";
+  ASSERT_EQ(cts->type, FrameType::kCts);
+  ASSERT_EQ(cts->a, 77u);
+  FrameHeader d;
+  d.type = FrameType::kRdvData;
+  d.a = cts->b;  // the receiver's token
+  d.b = 0;
+  d.length = kLen;
+  std::vector<unsigned char> part(3000, 1);
+  send_frame(peer_, d, part.data(), part.size());
+  ASSERT_TRUE(arrived(*engine_, buf, 2999));
+  conn_->while_reading([&] {
+    std::thread([ep] { ep->fail(Status::PeerFailed("test: another stream failed")); }).join();
+    EXPECT_FALSE(r->done()) << "the receive was failed while a thread still read into its buffer";
+  });
+  ASSERT_TRUE(r->done()) << "the receive still waits after its reader let go";
+  EXPECT_EQ(r->status().code(), Code::kPeerFailed) << r->status().to_string();
+  EXPECT_NE(r->status().message().find("another stream failed"), std::string::npos) << r->status().message();
+}
+
+TEST_F(TcpConnection, AReadIsNotFailedWhileAReaderCopiesItsResponse) {
+  TcpEndpoint* ep = conn_->endpoint();
+  ASSERT_NE(ep, nullptr);
+  // The endpoint's own streams, to a listener of the test's that answers their hellos.
+  int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t salen = sizeof sa;
+  ASSERT_EQ(bind(lfd, reinterpret_cast<sockaddr*>(&sa), sizeof sa), 0) << std::strerror(errno);
+  ASSERT_EQ(listen(lfd, 16), 0);
+  ASSERT_EQ(getsockname(lfd, reinterpret_cast<sockaddr*>(&sa), &salen), 0);
+  ASSERT_TRUE(ep->start_outgoing({{"127.0.0.1", ntohs(sa.sin_port)}}).ok());
+  std::vector<int> socks;
+  const size_t want = ep->stream_count();
+  for (int i = 0; i < 500 && socks.size() < want; ++i) {
+    engine_->poll(10);
+    int s = accept4(lfd, nullptr, nullptr, SOCK_CLOEXEC);
+    if (s >= 0) socks.push_back(s);
+  }
+  close(lfd);
+  ASSERT_EQ(socks.size(), want) << "the endpoint's streams did not connect";
+  for (int s : socks) {
+    auto hello = next_frame(*engine_, s, std::chrono::seconds(2));
+    ASSERT_TRUE(hello.has_value() && hello->type == FrameType::kHello) << "no hello";
+    std::string body(hello->length, '\0');
+    ASSERT_EQ(recv(s, body.data(), body.size(), MSG_WAITALL), static_cast<ssize_t>(body.size()));
+    FrameHeader ack;
+    ack.type = FrameType::kHelloAck;
+    ack.a = 2;
+    ack.b = 1;
+    send_frame(s, ack, nullptr, 0);
+  }
+  for (int i = 0; i < 20; ++i) engine_->poll(10);
+
+  constexpr size_t kLen = 20000;
+  std::vector<unsigned char> dst(kLen, 0);
+  auto region = registry_->add(dst.data(), dst.size(), Access::kRemoteWrite);
+  ASSERT_TRUE(region.ok()) << region.status().to_string();
+  RemoteKey remote;
+  remote.addr = 0x10000;
+  remote.length = kLen;
+  remote.key = 1234;
+  auto r = ep->read(**region, 0, remote, 0, kLen);
+  // The request, on whichever stream it took.
+  std::optional<FrameHeader> req;
+  for (int i = 0; i < 200 && !req; ++i) {
+    for (int s : socks) {
+      if (auto h = next_frame(*engine_, s, std::chrono::milliseconds(5))) {
+        req = h;
+        break;
+      }
+    }
+  }
+  ASSERT_TRUE(req.has_value()) << "no read request";
+  ASSERT_EQ(req->type, FrameType::kReadReq);
+  ASSERT_EQ(req->c, kLen) << "one chunk expected";
+  FrameHeader resp;
+  resp.type = FrameType::kReadResp;
+  resp.seq = req->seq;
+  resp.length = kLen;
+  // The response comes back on the peer's stream 0 (any connection may carry it), so that
+  // the connection reading it is the one this test holds.
+  std::vector<unsigned char> part(3000, 1);
+  send_frame(peer_, resp, part.data(), part.size());
+  ASSERT_TRUE(arrived(*engine_, dst, 2999));
+  conn_->while_reading([&] {
+    std::thread([ep] { ep->fail(Status::PeerFailed("test: another stream failed")); }).join();
+    EXPECT_FALSE(r->done()) << "the read was failed while a thread still read its response into its buffer";
+  });
+  ASSERT_TRUE(r->done()) << "the read still waits after its reader let go";
+  EXPECT_EQ(r->status().code(), Code::kPeerFailed) << r->status().to_string();
+  EXPECT_NE(r->status().message().find("another stream failed"), std::string::npos) << r->status().message();
+  for (int s : socks) close(s);
+  registry_->remove(**region);
+}
+
 INSTANTIATE_TEST_SUITE_P(ByEofOrFromElsewhere, TcpConnectionClosing, ::testing::Bool(),
                          [](const ::testing::TestParamInfo<bool>& i) {
                            return i.param ? "PeerEof" : "FailedElsewhere";

@@ -488,6 +488,15 @@ void Connection::on_event(uint32_t events) {
   }
 }
 
+void Connection::while_reading(const std::function<void()>& f) {
+  {
+    std::lock_guard rx(rx_mu_);
+    RxOwner own(this);
+    f();
+  }
+  if (state_.load() == State::kClosed) reap_rx();
+}
+
 void Connection::read_ready() {
   // Parse everything already buffered; bound only the recv() calls per event so one busy
   // connection cannot starve the others (level-triggered epoll reports what is left).
@@ -750,14 +759,13 @@ void Connection::reap_rx() {
 void Connection::abort_sink() {
   in_payload_ = false;
   payload_left_ = 0;
-  std::shared_ptr<detail::RequestState> req = std::move(sink_.req);
-  sink_ = RxSink{};  // releases a region pin, an unexpected message's reference
-  if (!req) return;
+  RxSink sink = std::move(sink_);
+  sink_ = RxSink{};
   if (TcpEndpoint* ep = endpoint()) {
-    ep->fail_in_flight(req);
-  } else {
-    req->complete(Status::PeerFailed("connection to {} closed with a message half received", remote_));
+    ep->abort_payload(sink);
+  } else if (sink.req) {
+    sink.req->complete(Status::PeerFailed("connection to {} closed with a message half received", remote_));
   }
-}
+}  // releases a region pin, an unexpected message's reference
 
 }  // namespace podnet::tcp

@@ -12,6 +12,7 @@
 #include <atomic>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -87,6 +88,9 @@ class Connection : public detail::EventHandler, public std::enable_shared_from_t
   void flush_deferred();
 
   void on_event(uint32_t events) override;
+  // For tests: runs `f` holding the receive lock as a thread reading a payload does, then,
+  // like one, lets go of the receive state if the connection closed meanwhile.
+  void while_reading(const std::function<void()>& f);
   // Retries a connect, sends heartbeats, checks the peer's silence. Never blocks.
   void tick(int64_t now_ns);
   // Closes the socket (once); the endpoint is told unless `notify` is false.

@@ -464,8 +464,10 @@ void TcpEndpoint::on_header(Connection& c, RxSink& sink) {
         PODNET_WARN(kNet, "unexpected read response {} of {} bytes from {}", h.seq, h.length, peer_name());
         break;
       }
+      it->second.copying = true;
       sink.kind = RxSink::Kind::kData;
       sink.dst = it->second.local;
+      sink.cookie_kind = kReadCookie;
       break;
     }
     case FrameType::kSend: {
@@ -511,9 +513,12 @@ void TcpEndpoint::on_header(Connection& c, RxSink& sink) {
       {
         std::lock_guard lk(mu_);
         auto it = recvs_.find(h.a);
-        if (it != recvs_.end()) op = it->second;
+        if (it != recvs_.end() && h.b <= it->second->length && h.length <= it->second->length - h.b) {
+          op = it->second;
+          ++op->copiers;
+        }
       }
-      if (!op || h.b > op->length || h.length > op->length - h.b) {
+      if (!op) {
         sink.kind = RxSink::Kind::kDiscard;
         PODNET_WARN(kNet, "rendezvous data for unknown or overrun receive {} from {}", h.a, peer_name());
         break;
@@ -624,15 +629,14 @@ void TcpEndpoint::on_payload(Connection& c, RxSink& sink, const std::string& con
     case FrameType::kRdvData: {
       if (sink.cookie_kind != kRdvCookie) return;
       auto* op = static_cast<RecvOp*>(sink.cookie.get());
-      size_t got = op->received.fetch_add(h.length) + h.length;
+      const size_t got = op->received.fetch_add(h.length) + h.length;
       if (got == op->length) {
-        {
-          std::lock_guard lk(mu_);
-          recvs_.erase(h.a);
-        }
+        if (!release_rdv(*op, h.a, /*whole=*/true).has_value()) return;
         op->recv.req->bytes = op->length;
         op->recv.req->tag = op->tag;
         op->recv.req->complete(Status::Ok());
+      } else if (auto failed = release_rdv(*op, h.a, /*whole=*/false)) {
+        op->recv.req->complete(op_failure(*op->recv.req, *failed));
       }
       return;
     }
@@ -692,10 +696,47 @@ void TcpEndpoint::on_connection_failed(Connection& c, const Status& why) {
               fmt::format("{} stream {}: {}", c.outgoing() ? "outgoing" : "incoming", c.stream(), why.message())));
 }
 
-void TcpEndpoint::fail_in_flight(const std::shared_ptr<RequestState>& req) {
+std::optional<Status> TcpEndpoint::release_rdv(RecvOp& op, uint64_t token, bool whole) {
+  std::lock_guard lk(mu_);
+  --op.copiers;
+  auto it = recvs_.find(token);
+  if (it == recvs_.end() || it->second.get() != &op) return std::nullopt;  // completed already
+  if (whole) {
+    recvs_.erase(it);
+    return Status::Ok();
+  }
+  if (failed_.ok() || op.copiers > 0) return std::nullopt;
+  recvs_.erase(it);
+  return failed_;
+}
+
+void TcpEndpoint::abort_payload(RxSink& sink) {
+  if (sink.cookie_kind == kRdvCookie) {
+    auto* op = static_cast<RecvOp*>(sink.cookie.get());
+    if (auto failed = release_rdv(*op, sink.hdr.a, /*whole=*/false))
+      op->recv.req->complete(op_failure(*op->recv.req, *failed));
+    return;
+  }
+  if (sink.cookie_kind == kReadCookie) {
+    Chunk chunk;
+    Status failed;
+    {
+      std::lock_guard lk(mu_);
+      auto it = chunks_.find(sink.hdr.seq);
+      if (it == chunks_.end()) return;
+      it->second.copying = false;
+      if (failed_.ok()) return;  // fail() takes it with the rest
+      failed = failed_;
+      chunk = std::move(it->second);
+      chunks_.erase(it);
+    }
+    chunk.req->part_done(op_failure(*chunk.req, failed));
+    return;
+  }
+  if (!sink.req) return;
   Status why = health();
   if (why.ok()) why = Status::PeerFailed("the connection closed with the message half received");
-  req->complete(op_failure(*req, why));
+  sink.req->complete(op_failure(*sink.req, why));
 }
 
 std::vector<std::shared_ptr<Connection>> TcpEndpoint::connections() const {
@@ -728,9 +769,22 @@ void TcpEndpoint::fail(const Status& why) {
     if (!failed_.ok()) return;
     failed_ = why.ok() ? Status::Internal("endpoint failed without a reason") : why;
     has_failed_.store(true, std::memory_order_release);
-    chunks.swap(chunks_);
+    // A connection copying into a read's or receive's buffer completes it when it is done.
+    for (auto it = chunks_.begin(); it != chunks_.end();) {
+      if (it->second.copying) {
+        ++it;
+      } else {
+        chunks.insert(chunks_.extract(it++));
+      }
+    }
     sends.swap(sends_);
-    recvs.swap(recvs_);
+    for (auto it = recvs_.begin(); it != recvs_.end();) {
+      if (it->second->copiers > 0) {
+        ++it;
+      } else {
+        recvs.insert(recvs_.extract(it++));
+      }
+    }
   }
   if (why.code() == Code::kCancelled || graceful_.load())
     PODNET_INFO(kNet, "{}: {}", peer_name(), why.message());

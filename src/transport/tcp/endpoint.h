@@ -65,19 +65,26 @@ class TcpEndpoint : public detail::TransportEndpoint, public std::enable_shared_
   void on_stream_open(Connection& c);
   void on_bye(Connection& c);
   void on_connection_failed(Connection& c, const Status& why);
-  // A receive whose message was arriving on a connection that closed: only that connection
-  // held it. Fails it with the endpoint's error.
-  void fail_in_flight(const std::shared_ptr<detail::RequestState>& req);
+  // A connection closed with `sink`'s payload half read: a posted receive its message was
+  // filling (only that connection held it) fails with the endpoint's error, and so does a read
+  // or rendezvous receive it was filling once the endpoint has failed (fail() left it to the
+  // connection: its buffer was being written).
+  void abort_payload(RxSink& sink);
 
   void tick(int64_t now_ns);
   void close_gracefully();        // sends bye on every stream
-  void fail(const Status& why);   // sticky; completes everything pending with the error
+  // Sticky; completes everything pending with the error, except the reads and rendezvous
+  // receives a connection is copying a payload into at that moment: their buffers are still
+  // being written, so the user must not have them back yet. The connection completes them
+  // when its payload ends (on_payload) or when it lets go of it (abort_payload).
+  void fail(const Status& why);
 
  private:
   struct Chunk {
     std::shared_ptr<detail::RequestState> req;
     std::byte* local = nullptr;  // read: destination
     uint64_t len = 0;
+    bool copying = false;  // a connection is reading the response into `local` (mu_)
   };
   struct SendOp {
     std::shared_ptr<detail::RequestState> req;
@@ -89,8 +96,12 @@ class TcpEndpoint : public detail::TransportEndpoint, public std::enable_shared_
     uint64_t tag = 0;
     size_t length = 0;
     std::atomic<size_t> received{0};
+    int copiers = 0;  // connections reading data into recv.buf now (mu_)
   };
-  enum CookieKind { kNoCookie, kPostedCookie, kUnexpectedCookie, kRdvCookie };
+  // What a data sink's payload is for: kPostedCookie, a posted receive (sink.req);
+  // kUnexpectedCookie, a queued message (sink.cookie); kRdvCookie, rendezvous data for the
+  // RecvOp in sink.cookie; kReadCookie, the response to the read chunk sink.hdr.seq.
+  enum CookieKind { kNoCookie, kPostedCookie, kUnexpectedCookie, kRdvCookie, kReadCookie };
 
   std::shared_ptr<detail::RequestState> new_request(const char* op);
   Status op_failure(const detail::RequestState& r, const Status& why) const;
@@ -132,6 +143,10 @@ class TcpEndpoint : public detail::TransportEndpoint, public std::enable_shared_
   // refused, nothing to deliver) and every later one that waited for it, in order.
   void deliver_notification(uint32_t order, std::optional<uint64_t> imm);
   void start_cts(Connection* c, detail::PostedRecv recv, const detail::UnexpectedMsg& msg);
+  // A connection stops copying into `op` (receive `token`): with the message `whole`, Ok when
+  // this call completes it; otherwise the endpoint's error when the endpoint has failed and
+  // nothing else copies into it. nullopt: not this call's to complete.
+  std::optional<Status> release_rdv(RecvOp& op, uint64_t token, bool whole);
   void handle_reply(const FrameHeader& h, const std::string& control);
 
   TcpTransport* transport_;
