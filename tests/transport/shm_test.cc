@@ -1,12 +1,13 @@
 // The shared-memory transport's own pieces: the SPSC ring (wrap-around, pads, full ring,
 // sleep/wake-up flags), a garbage hello on its socket, and that nothing is ever named in
 // /dev/shm. The transfer conformance suite itself runs over shm in xfer_test.cc.
-#include <sys/socket.h>
-#include <sys/un.h>
-#include <unistd.h>
-
 #include <gtest/gtest.h>
 #include <podnet/podnet.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -343,6 +344,97 @@ TEST(ShmTransportDeathTest, SplitCopiesStartAtTheirKnob) {
   EXPECT_EXIT(std::exit(split_child({4 << 20})), ::testing::ExitedWithCode(0), "split 0 intact 1");
   ::unsetenv("PODNET_SHM_SPLIT_MIN");
   ::unsetenv("PODNET_SHM_SPLIT_CROWDED");
+}
+
+// Lines through a pipe, for two processes to swap their addresses.
+bool put_line(int fd, const std::string& line) {
+  std::string l = line + "\n";
+  return ::write(fd, l.data(), l.size()) == static_cast<ssize_t>(l.size());
+}
+
+std::string get_line(int fd) {
+  std::string line;
+  char c = 0;
+  while (::read(fd, &c, 1) == 1 && c != '\n') line.push_back(c);
+  return line;
+}
+
+constexpr size_t kHalfMessage = 14000;  // 4 fragments of a 64 KiB ring: 4040 * 3 + 1880
+
+// The receiving process of AReceiveAMessageWasFillingFailsWhenThePeerGoes: posts the receive,
+// says so, and reports how it ended (0: failed with the peer's error, as it should; 2: still
+// waiting 10 s later; 3: succeeded, which it cannot with a message half sent).
+int half_message_receiver(int in, int out) {
+  ContextOptions o;
+  o.bind_address = "127.0.0.1";
+  o.rank = 1;
+  auto ctx = Context::create(o);
+  if (!ctx.ok()) return 4;
+  put_line(out, (*ctx)->address());
+  auto ep = (*ctx)->connect(get_line(in));
+  if (!ep.ok() || (*ep)->transport() != "shm") return 5;
+  uint64_t ping = 0;
+  if (!(*ep)->recv(&ping, sizeof ping, 1).wait(kWait).ok()) return 6;
+  std::vector<std::byte> buf(kHalfMessage);
+  Request r = (*ep)->recv(buf.data(), buf.size(), 7);
+  put_line(out, "ready");
+  Status st = r.wait(std::chrono::seconds(10));
+  std::fprintf(stderr, "receive: %s\n", st.to_string().c_str());
+  if (st.code() == Code::kTimeout) return 2;
+  return st.ok() ? 3 : 0;
+}
+
+// The sending process: fills the stopped receiver's ring but for three fragments of the
+// message, sends the message (the rest stays queued here), closes its context and lets the
+// receiver go on. Returns the receiver's code, or what went wrong here.
+int half_message_sender() {
+  int to_rx[2], from_rx[2];
+  if (::pipe(to_rx) != 0 || ::pipe(from_rx) != 0) return 20;
+  std::fflush(nullptr);
+  pid_t rx = ::fork();
+  if (rx < 0) return 21;
+  if (rx == 0) ::_exit(half_message_receiver(to_rx[0], from_rx[1]));
+  ContextOptions o;
+  o.bind_address = "127.0.0.1";
+  o.rank = 0;
+  auto ctx = Context::create(o);
+  if (!ctx.ok()) return 22;
+  put_line(to_rx[1], (*ctx)->address());
+  auto ep = (*ctx)->connect(get_line(from_rx[0]));
+  if (!ep.ok()) return 23;
+  uint64_t ping = 1;
+  if (!(*ep)->send(&ping, sizeof ping, 1).wait(kWait).ok()) return 24;
+  if (get_line(from_rx[0]) != "ready") return 25;
+  ::kill(rx, SIGSTOP);  // it consumes nothing more until SIGCONT
+  int status = 0;
+  if (::waitpid(rx, &status, WUNTRACED) != rx || !WIFSTOPPED(status)) return 26;
+  std::vector<std::byte> filler(4000), msg = pattern(kHalfMessage, 7);
+  for (uint64_t i = 0; i < 13; ++i)  // 13 records of 4056 bytes: 12808 of 65536 left
+    if (!(*ep)->send(filler.data(), filler.size(), 100 + i).wait(std::chrono::seconds(2)).ok()) return 27;
+  Request m = (*ep)->send(msg.data(), msg.size(), 7);
+  if (m.wait(std::chrono::milliseconds(200)).code() != Code::kTimeout) return 28;  // whole: proves nothing
+  ep->reset();
+  ctx->reset();  // the message's last fragment never goes
+  ::kill(rx, SIGCONT);
+  if (::waitpid(rx, &status, 0) != rx || !WIFEXITED(status)) return 29;
+  return WEXITSTATUS(status);
+}
+
+// A message larger than one record arrives fragment by fragment into a posted receive, which
+// only the thread consuming the ring holds meanwhile: when the sender goes with the message
+// half sent, that receive must fail with the peer's error, not wait forever.
+TEST(ShmTransportDeathTest, AReceiveAMessageWasFillingFailsWhenThePeerGoes) {
+  const char* t = std::getenv("PODNET_TRANSPORT");
+  if (t != nullptr && std::string(t) != "auto" && std::string(t) != "shm") GTEST_SKIP() << "this run is not over shm";
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  // Without cross-memory attach a 14000-byte send goes through the ring in fragments.
+  ::setenv("PODNET_SHM_CMA", "0", 1);
+  ::setenv("PODNET_SHM_RING", "64K", 1);
+  ::setenv("PODNET_SHM_BULK", "0", 1);
+  EXPECT_EXIT(std::exit(half_message_sender()), ::testing::ExitedWithCode(0), "receive: peer-failed: recv from rank 0");
+  ::unsetenv("PODNET_SHM_CMA");
+  ::unsetenv("PODNET_SHM_RING");
+  ::unsetenv("PODNET_SHM_BULK");
 }
 
 // Peers in this same process (here two contexts; in a job, each rank's endpoint to itself)

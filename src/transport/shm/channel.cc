@@ -15,6 +15,9 @@
 #include "transport/shm/ptracer.h"
 
 namespace podnet::shm {
+
+thread_local const Channel* Channel::t_consuming = nullptr;
+
 namespace {
 constexpr size_t kPage = 4096;
 constexpr size_t kCtlOffset = kPage;            // RingCtl of the request ring, then the reply ring

@@ -179,6 +179,7 @@ class Channel {
     if (!rx_.maybe_nonempty()) return 0;
     std::unique_lock lk(rx_mu_, std::try_to_lock);
     if (!lk.owns_lock()) return 0;
+    Consuming mark(this);
     const int n = consume_locked(max, fn);
     if (rx_.release()) ring_peer();
     return n;
@@ -189,9 +190,24 @@ class Channel {
   template <typename F>
   int consume_all(F&& fn) {
     std::lock_guard lk(rx_mu_);
+    Consuming mark(this);
     const int n = consume_locked(INT_MAX, fn);
     rx_.release();  // nobody to wake
     return n;
+  }
+
+  // Waits until no thread is in the middle of a record (its fn may be copying into or out
+  // of a buffer the record named), then runs fn() with the consumer's lock held: what the
+  // consumer keeps between records is fn's to change. Called by the consuming thread itself
+  // (from inside a record's fn), runs fn at once.
+  template <typename F>
+  void with_consumer_lock(F&& fn) {
+    if (t_consuming == this) {
+      fn();
+      return;
+    }
+    std::lock_guard lk(rx_mu_);
+    fn();
   }
 
   bool arm();      // before blocking: false when there is work
@@ -203,6 +219,16 @@ class Channel {
   void hang_up();              // the peer sees its socket close (the descriptor stays valid)
 
  private:
+  // Marks this thread as the channel's consumer while it holds rx_mu_.
+  struct Consuming {
+    explicit Consuming(const Channel* c) : prev(t_consuming) { t_consuming = c; }
+    ~Consuming() { t_consuming = prev; }
+    Consuming(const Consuming&) = delete;
+    Consuming& operator=(const Consuming&) = delete;
+    const Channel* prev;
+  };
+  static thread_local const Channel* t_consuming;
+
   template <typename F>
   int consume_locked(int max, F& fn) {  // rx_mu_ held
     int n = 0;

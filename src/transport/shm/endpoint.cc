@@ -447,7 +447,9 @@ void ShmEndpoint::on_send_fragment(const RecHdr& h) {
   }
   if (!in.discard && h.plen > 0) {
     if (h.aux + h.plen > h.len || (!in.posted && !in.msg)) {
-      PODNET_WARN(kNet, "shm message fragment out of order from {}", peer_name());
+      // After fail() dropped the message, its later fragments are no news.
+      if (!failed_flag_.load(std::memory_order_acquire))
+        PODNET_WARN(kNet, "shm message fragment out of order from {}", peer_name());
       return;
     }
     // Into a posted receive, a large message's fragments stream past the caches; a buffer
@@ -612,6 +614,7 @@ void ShmEndpoint::fail(const Status& why) {
   std::unordered_map<uint64_t, Op> ops, sends;
   std::unordered_map<uint64_t, std::shared_ptr<RequestState>> split;
   std::unordered_map<uint64_t, RingRecv> ring;
+  std::unordered_map<uint64_t, SplitOp> split_ops;
   {
     std::lock_guard lk(mu_);
     if (!failed_.ok()) return;
@@ -621,13 +624,33 @@ void ShmEndpoint::fail(const Status& why) {
     sends.swap(sends_);
     split.swap(split_recvs_);
     ring.swap(ring_recvs_);
-    split_ops_.clear();  // releases the pinned regions
+    split_ops.swap(split_ops_);
     rts_src_.clear();
   }
   {
     std::lock_guard lk(map_mu_);
     for (auto& [key, m] : maps_) m.reset();  // a failed peer's memory is no target any more
   }
+  // Nothing is handed back while this process may still copy into or out of it: a record
+  // being handled (another thread's consume) may hold an operation taken out of the maps
+  // above, a split copy into a region whose pin is in split_ops, or the receive a message's
+  // fragments are filling (incoming_, which only the consumer touches); the queues may be
+  // emitting a write's fragments from its source.
+  std::optional<detail::PostedRecv> filling;
+  for (Channel* ch : {out_raw_.load(), in_raw_.load()}) {
+    if (ch == nullptr) continue;
+    ch->with_consumer_lock([&] {
+      if (ch != in_raw_.load()) return;
+      filling = std::move(incoming_.posted);
+      incoming_ = Incoming{};
+    });
+  }
+  std::vector<std::shared_ptr<RequestState>> unsent;
+  for (Channel* ch : {out_raw_.load(), in_raw_.load()}) {
+    if (ch == nullptr) continue;
+    for (auto& r : ch->close_queue()) unsent.push_back(std::move(r));
+  }
+  split_ops.clear();  // releases the pinned regions
   for (auto& [seq, r] : split) r->complete(op_failure(*r, why));
   for (auto& [seq, r] : ring) r.req->complete(op_failure(*r.req, why));
   if (why.code() == Code::kCancelled || graceful_.load())
@@ -636,11 +659,10 @@ void ShmEndpoint::fail(const Status& why) {
     PODNET_WARN(kNet, "peer {} failed: {}", peer_name(), why.message());
   for (auto& [seq, op] : ops) op.req->complete(op_failure(*op.req, why));
   for (auto& [seq, op] : sends) op.req->complete(op_failure(*op.req, why));
-  for (Channel* ch : {out_raw_.load(), in_raw_.load()}) {
-    if (ch == nullptr) continue;
-    for (auto& r : ch->close_queue()) r->complete(op_failure(*r, why));
-  }
-  matcher_.fail(Status(why.code(), fmt::format("recv from {}: {}", peer_name(), why.message())));
+  for (auto& r : unsent) r->complete(op_failure(*r, why));
+  const Status recv_why(why.code(), fmt::format("recv from {}: {}", peer_name(), why.message()));
+  if (filling) filling->req->complete(recv_why);  // as the matcher completes the others
+  matcher_.fail(recv_why);
 }
 
 }  // namespace podnet::shm
