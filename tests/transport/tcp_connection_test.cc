@@ -30,8 +30,9 @@
 namespace podnet::tcp {
 namespace {
 
-// A connected loopback TCP pair: {the test's peer socket, the socket the connection adopts}.
-std::pair<int, int> tcp_pair() {
+// A connected loopback TCP pair: {the test's peer socket, the socket the connection adopts};
+// `peer_rcvbuf` bytes of receive buffer on the peer's (0: the default).
+std::pair<int, int> tcp_pair(int peer_rcvbuf = 0) {
   int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   sockaddr_in sa{};
   sa.sin_family = AF_INET;
@@ -41,6 +42,7 @@ std::pair<int, int> tcp_pair() {
   EXPECT_EQ(listen(lfd, 1), 0);
   EXPECT_EQ(getsockname(lfd, reinterpret_cast<sockaddr*>(&sa), &len), 0);
   int peer = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (peer_rcvbuf > 0) setsockopt(peer, SOL_SOCKET, SO_RCVBUF, &peer_rcvbuf, sizeof peer_rcvbuf);
   EXPECT_EQ(connect(peer, reinterpret_cast<sockaddr*>(&sa), sizeof sa), 0) << std::strerror(errno);
   int one = 1;
   setsockopt(peer, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
@@ -108,7 +110,7 @@ class TcpConnection : public ::testing::Test {
     ASSERT_TRUE(e.ok()) << e.status().to_string();
     engine_ = std::move(e).value();
     registry_ = std::make_shared<detail::MemoryRegistry>(1);
-    auto t = TcpTransport::create(*engine_, *registry_, /*ctx_id=*/1, /*rank=*/0, "127.0.0.1", 0, TcpOptions{});
+    auto t = TcpTransport::create(*engine_, *registry_, /*ctx_id=*/1, /*rank=*/0, "127.0.0.1", 0, options());
     ASSERT_TRUE(t.ok()) << t.status().to_string();
     transport_ = std::move(t).value();
     auto [peer, conn] = open_stream(0);
@@ -118,8 +120,11 @@ class TcpConnection : public ::testing::Test {
 
   // A connection of the peer's (rank 1, two streams), adopted and through its handshake:
   // {the peer's socket, the connection}.
+  virtual TcpOptions options() const { return {}; }
+  virtual int peer_rcvbuf() const { return 0; }
+
   std::pair<int, std::shared_ptr<Connection>> open_stream(int stream) {
-    auto [peer, mine] = tcp_pair();
+    auto [peer, mine] = tcp_pair(peer_rcvbuf());
     if (stream == 0) fd_ = mine;
     auto conn = std::make_shared<Connection>(transport_.get(), /*outgoing=*/false, -1);
     EXPECT_TRUE(conn->adopt(mine, "test peer").ok());
@@ -419,6 +424,67 @@ TEST_F(TcpConnection, AReadIsNotFailedWhileAReaderCopiesItsResponse) {
   EXPECT_NE(r->status().message().find("another stream failed"), std::string::npos) << r->status().message();
   for (int s : socks) close(s);
   registry_->remove(**region);
+}
+
+// Zero-copy sends leave the payload in the user's pages until the kernel has sent it: a
+// connection that fails with such a frame still unsent (a peer that reads slowly) must not
+// hand the memory back while the kernel may still send from it, or the peer receives what the
+// user wrote there afterwards as the frame's bytes.
+class TcpConnectionZerocopy : public TcpConnection {
+ protected:
+  TcpOptions options() const override {
+    TcpOptions o;
+    o.zerocopy = TcpOptions::Zerocopy::kOn;
+    return o;
+  }
+  int peer_rcvbuf() const override { return 64 << 10; }
+};
+
+TEST_F(TcpConnectionZerocopy, AFailedConnectionSendsNothingFromMemoryItGaveBack) {
+  constexpr size_t kLen = 8 << 20;
+  constexpr unsigned char kOld = 0x11, kNew = 0xee;
+  std::vector<unsigned char> mem(kLen, kOld);
+  auto region = registry_->add(mem.data(), mem.size(), Access::kRemoteRead);
+  ASSERT_TRUE(region.ok()) << region.status().to_string();
+  FrameHeader rq;
+  rq.type = FrameType::kReadReq;
+  rq.seq = 5;
+  rq.a = (*region)->key;
+  rq.b = reinterpret_cast<uint64_t>(mem.data());
+  rq.c = kLen;
+  send_frame(peer_, rq, nullptr, 0);
+  // The response goes out as far as the peer's window lets it (the peer reads nothing yet).
+  for (int i = 0; i < 20; ++i) engine_->poll(10);
+  TcpEndpoint* ep = conn_->endpoint();
+  ASSERT_NE(ep, nullptr);
+  ep->fail(Status::PeerFailed("test: another stream failed"));
+  // The region deregisters (in a thread: a pin left behind fails the test instead of hanging
+  // it), and the user writes new bytes into the memory.
+  auto done = std::make_shared<std::promise<void>>();
+  std::future<void> removed = done->get_future();
+  std::thread([reg = registry_, rs = *region, done] {
+    reg->remove(*rs);
+    done->set_value();
+  }).detach();
+  ASSERT_EQ(removed.wait_for(std::chrono::seconds(2)), std::future_status::ready)
+      << "deregistration still waits for the failed connection";
+  std::memset(mem.data(), kNew, mem.size());
+  // Everything the peer still receives: the response's header, then its payload.
+  std::vector<unsigned char> got;
+  std::vector<unsigned char> chunk(1 << 16);
+  for (;;) {
+    pollfd p{peer_, POLLIN, 0};
+    if (poll(&p, 1, 1000) != 1) break;
+    ssize_t r = recv(peer_, chunk.data(), chunk.size(), 0);
+    if (r <= 0) break;  // end of file, or the connection was reset
+    got.insert(got.end(), chunk.data(), chunk.data() + r);
+  }
+  ASSERT_GE(got.size(), kHeaderSize) << "the response never started";
+  size_t changed = 0;
+  for (size_t i = kHeaderSize; i < got.size(); ++i) changed += got[i] != kOld;
+  EXPECT_EQ(changed, 0u) << "of " << got.size() - kHeaderSize
+                         << " payload bytes the peer received after the failure, these carry what the user wrote "
+                            "into the memory after it was handed back";
 }
 
 INSTANTIATE_TEST_SUITE_P(ByEofOrFromElsewhere, TcpConnectionClosing, ::testing::Bool(),

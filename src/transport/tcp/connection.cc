@@ -723,6 +723,13 @@ void Connection::fail(const Status& why, bool notify) {
   if (prev == State::kClosed) return;
   if (fd_ >= 0) {
     transport_->engine().remove(fd_, this);
+    {
+      // A zero-copy frame the kernel has not sent yet is read from the user's pages when it
+      // goes, and its request fails below: the user may write there at once, and a shutdown
+      // still sends the queue. Resetting the connection drops what is unsent.
+      std::lock_guard tx(tx_mu_);
+      if (holds_user_pages()) abort_socket();
+    }
     // The fd is closed by the destructor: another thread may still be inside on_event.
     shutdown(fd_, SHUT_RDWR);
   }
@@ -745,6 +752,32 @@ void Connection::fail(const Status& why, bool notify) {
     if (t->part) t->part->part_done(why);
   reap_rx();
   transport_->retire(shared_from_this());
+}
+
+bool Connection::holds_user_pages() {
+  if (!zc_wait_.empty()) reap_zerocopy();
+  for (const auto& t : zc_wait_)
+    if (static_cast<int32_t>(t->zc_id - zc_done_) >= 0) return true;
+  return !txq_.empty() && txq_.front()->zc;  // partly sent
+}
+
+void Connection::abort_socket() {
+  // connect(AF_UNSPEC) disconnects a TCP socket (tcp_disconnect): its send queue is dropped
+  // and the peer gets a reset; the descriptor stays valid for threads still inside on_event.
+  sockaddr sa{};
+  sa.sa_family = AF_UNSPEC;
+  if (connect(fd_, &sa, sizeof sa) != 0)
+    PODNET_WARN(kNet, "could not reset the connection to {} with zero-copy frames unsent: {}", remote_,
+                std::strerror(errno));
+  else
+    PODNET_DEBUG(kNet, "reset the connection to {}: zero-copy frames were unsent", remote_);
+}
+
+bool Connection::zerocopy_pending() {
+  std::lock_guard tx(tx_mu_);
+  if (zc_wait_.empty() && (txq_.empty() || !txq_.front()->zc)) return false;
+  if (state_.load() != State::kClosed) flush();  // also reaps completions
+  return holds_user_pages();
 }
 
 void Connection::reap_rx() {

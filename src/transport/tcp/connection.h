@@ -93,8 +93,13 @@ class Connection : public detail::EventHandler, public std::enable_shared_from_t
   void while_reading(const std::function<void()>& f);
   // Retries a connect, sends heartbeats, checks the peer's silence. Never blocks.
   void tick(int64_t now_ns);
-  // Closes the socket (once); the endpoint is told unless `notify` is false.
+  // Closes the socket (once); the endpoint is told unless `notify` is false. Frames not
+  // sent yet fail; with zero-copy frames the kernel still holds, the connection is reset
+  // instead of shut down, so that nothing more is read from their pages.
   void fail(const Status& why, bool notify = true);
+  // Whether zero-copy frames still wait for the kernel (after sending what it can and
+  // reaping its completions): a closing context gives them a while to leave before fail().
+  bool zerocopy_pending();
   // The handshake finished: queued frames may go, after `first` when given (an incoming
   // connection's hello-ack, which must precede anything posted while it was handshaking).
   void mark_open(const FrameHeader* first = nullptr);
@@ -122,6 +127,8 @@ class Connection : public detail::EventHandler, public std::enable_shared_from_t
   void enable_zerocopy();        // if the options and the peer call for it
   void choose_congestion();      // once connected: through_loopback(), PODNET_TCP_CONGESTION
   void reap_zerocopy();          // reads completions from the error queue; tx_mu_ held
+  bool holds_user_pages();       // zero-copy frames the kernel has not finished; tx_mu_ held
+  void abort_socket();           // resets the connection, dropping its send queue; tx_mu_ held
   void set_rcvlowat(int bytes);  // rx_mu_ held
   // Once closed: fails the receive a half-arrived payload was to complete (only this
   // connection holds it) and drops the rest of the frame's state (a region pin would hold
