@@ -600,13 +600,23 @@ void ShmEndpoint::tick(int64_t now) {
 }
 
 void ShmEndpoint::close_gracefully() {
-  // This side is leaving: the end of file its own hang-up makes the socket watch read (on
-  // the engine's thread, maybe before shutdown() gets to fail() this endpoint) is no news.
+  // This side is leaving: the peer's hang-up in answer is no news.
   set_graceful();
   for (Channel* ch : {out_raw_.load(), in_raw_.load()}) {
-    if (ch == nullptr) continue;
-    ch->say_bye();
-    ch->hang_up();
+    if (ch != nullptr) ch->say_bye();
+  }
+}
+
+bool ShmEndpoint::awaits_goodbye() const {
+  if (failed_flag_.load(std::memory_order_acquire)) return false;
+  for (Channel* ch : {out_raw_.load(), in_raw_.load()})
+    if (ch != nullptr && ch->ready()) return true;
+  return false;  // never open: the peer has nothing of this side's to handle
+}
+
+void ShmEndpoint::hang_up() {
+  for (Channel* ch : {out_raw_.load(), in_raw_.load()}) {
+    if (ch != nullptr) ch->hang_up();
   }
 }
 

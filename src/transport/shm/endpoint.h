@@ -116,7 +116,11 @@ class ShmEndpoint : public detail::TransportEndpoint, public std::enable_shared_
   void disarm();
   void tick(int64_t now_ns);
   void set_graceful() { graceful_.store(true); }
+  // Says goodbye on both channels; the peer answers by hanging up once it handled what this
+  // side posted (ShmTransport::shutdown waits for that: awaits_goodbye).
   void close_gracefully();
+  bool awaits_goodbye() const;   // goodbye said, the channel was open and the peer is still here
+  void hang_up();                // the peer sees both sockets close
   void fail(const Status& why);  // sticky; completes everything pending with the error
 
  private:

@@ -9,8 +9,10 @@
 
 #include <cerrno>
 #include <charconv>
+#include <chrono>
 #include <cstring>
 #include <fstream>
+#include <thread>
 
 #include "base/clock.h"
 #include "base/log.h"
@@ -21,6 +23,7 @@
 namespace podnet::shm {
 namespace {
 constexpr unsigned kLocalPollEvery = 8;
+constexpr int64_t kCloseFlushNs = 2'000'000'000;  // shutdown: how long peers may take to hang up
 // poll()'s turns on this thread: counted per thread, so the spin loop writes no shared line.
 thread_local unsigned t_poll_turn = 0;
 }  // namespace
@@ -110,7 +113,13 @@ class ShmTransport::Watch : public detail::EventHandler {
       } else if (h->kind == Hello::kBye) {
         for (int fd : fds)
           if (fd >= 0) close(fd);
+        // The peer is closing its context and waits until this side is done with the records
+        // it posted (they name its memory: reads to write into, sends to pull from): handle
+        // them, fail, and hang up, which ends its wait.
         ep->set_graceful();
+        close_channel(*ep, Status::Unavailable("it said goodbye"));
+        ep->hang_up();
+        return;
       } else {
         for (int fd : fds)
           if (fd >= 0) close(fd);
@@ -124,7 +133,11 @@ class ShmTransport::Watch : public detail::EventHandler {
     closed_ = true;
     t_->engine().remove(ch_->sock(), this);
     ep.drain_departed();  // what the peer wrote before it went away still counts
-    ep.fail(Status::PeerFailed("the process exited or closed its context ({})", why.message()));
+    if (t_->closing_.load(std::memory_order_acquire)) {
+      ep.fail(Status::Cancelled("the local context is shutting down (the peer hung up: {})", why.message()));
+    } else {
+      ep.fail(Status::PeerFailed("the process exited or closed its context ({})", why.message()));
+    }
   }
 
   ShmTransport* t_;
@@ -325,9 +338,21 @@ void ShmTransport::shutdown() {
     shut_down_ = true;
     eps = endpoints_;
   }
+  closing_.store(true, std::memory_order_release);
+  // Goodbye first, and the operations handed back only once each peer hung up in answer: it
+  // handles every record this side posted before (ShmTransport::Watch), and one still
+  // reading them could otherwise copy into or out of memory its user already has back. A peer
+  // that does not answer within kCloseFlushNs (frozen, gone without a hang-up) is left.
+  for (auto& [id, ep] : eps) ep->close_gracefully();
+  const int64_t until = now_ns() + kCloseFlushNs;
+  for (bool waiting = true; waiting && now_ns() < until;) {
+    waiting = false;
+    for (auto& [id, ep] : eps) waiting = waiting || ep->awaits_goodbye();
+    if (waiting) std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
   for (auto& [id, ep] : eps) {
-    ep->close_gracefully();
     ep->fail(Status::Cancelled("the local context is shutting down"));
+    ep->hang_up();
   }
 }
 

@@ -126,6 +126,7 @@ class ShmTransport final : public detail::Transport, public detail::Poller {
   // after it was removed.
   std::vector<std::unique_ptr<detail::EventHandler>> handlers_;
   bool shut_down_ = false;
+  std::atomic<bool> closing_{false};  // shutdown() began: a peer's hang-up is our own close
   int64_t last_beat_ns_ = 0;
 };
 
