@@ -458,8 +458,9 @@ TEST(ShmTransportDeathTest, AReceiveAMessageWasFillingFailsWhenThePeerGoes) {
 constexpr size_t kPulled = 1 << 20;  // past the eager size: the receiver pulls it from the sender
 
 // The receiving process of AClosingContextWaitsForItsPeerToHandleWhatItPosted: 0 when the
-// receive got the bytes the sender had when it sent; 3 when it got others (written after the
-// send was handed back failed); 2 when it still waited 10 s later; 4 when it failed.
+// receive got the bytes the sender had when it sent, or failed and nothing wrote into its
+// buffer afterwards; 3 when it got other bytes (written after the send was handed back
+// failed); 2 when it still waited 10 s later; 4 when its buffer changed after it failed.
 int pull_receiver(int in, int out) {
   ContextOptions o;
   o.bind_address = "127.0.0.1";
@@ -477,8 +478,11 @@ int pull_receiver(int in, int out) {
   Status st = r.wait(std::chrono::seconds(10));
   std::fprintf(stderr, "receive: %s\n", st.to_string().c_str());
   if (st.code() == Code::kTimeout) return 2;
-  if (!st.ok()) return 4;
-  return buf == pattern(kPulled, 7) ? 0 : 3;
+  if (st.ok()) return buf == pattern(kPulled, 7) ? 0 : 3;
+  // Failed: the buffer is this side's again; nothing may write into it any more.
+  std::fill(buf.begin(), buf.end(), std::byte{0x5a});
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  return std::all_of(buf.begin(), buf.end(), [](std::byte b) { return b == std::byte{0x5a}; }) ? 0 : 4;
 }
 
 // The sending process: posts a send the stopped receiver is to pull, closes its context (the
@@ -523,13 +527,20 @@ int pull_sender() {
 // A send past the eager size leaves its bytes where they are: the receiver pulls them with
 // cross-memory attach. A context that closes while such a send waits must not hand the send
 // back before its peer, still running, is done with it, or the peer copies what the user
-// writes there next and delivers it as the message.
+// writes there next and delivers it as the message. Split (the default from 64 KiB), the
+// sender would push its half into the receive buffer: once it said goodbye it must not, since
+// the peer fails that receive right after it handled the goodbye.
 TEST(ShmTransportDeathTest, AClosingContextWaitsForItsPeerToHandleWhatItPosted) {
   if (std::string why = shm_cma_skip_reason("sends are copied through the ring"); !why.empty()) GTEST_SKIP() << why;
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   ::setenv("PODNET_SHM_SPLIT_MIN", "0", 1);  // the receiver pulls all of it
   EXPECT_EXIT(std::exit(pull_sender()), ::testing::ExitedWithCode(0), "send: ok");
+  ::setenv("PODNET_SHM_SPLIT_MIN", "64K", 1);
+  ::setenv("PODNET_SHM_SPLIT_CROWDED", "64K", 1);
+  EXPECT_EXIT(std::exit(pull_sender()), ::testing::ExitedWithCode(0),
+              "send: cancelled: .*the local context is closing: no more copies");
   ::unsetenv("PODNET_SHM_SPLIT_MIN");
+  ::unsetenv("PODNET_SHM_SPLIT_CROWDED");
 }
 
 // Peers in this same process (here two contexts; in a job, each rank's endpoint to itself)

@@ -16,7 +16,7 @@
 
 namespace podnet::shm {
 
-thread_local const Channel* Channel::t_consuming = nullptr;
+thread_local const Channel::Consuming* Channel::t_consuming = nullptr;
 
 namespace {
 constexpr size_t kPage = 4096;

@@ -21,8 +21,10 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "base/clock.h"
 #include "base/small_vector.h"
 #include "base/spinlock.h"
 #include "transport/progress.h"
@@ -198,16 +200,28 @@ class Channel {
 
   // Waits until no thread is in the middle of a record (its fn may be copying into or out
   // of a buffer the record named), then runs fn() with the consumer's lock held: what the
-  // consumer keeps between records is fn's to change. Called by the consuming thread itself
-  // (from inside a record's fn), runs fn at once.
+  // consumer keeps between records is fn's to change. Called by a thread that consumes this
+  // channel further up its stack (from inside a record's fn), runs fn at once. Gives up,
+  // without running fn, when the lock stays taken for kConsumerWaitNs: the consumer may be
+  // waiting for this thread (two record callbacks that fail each other's endpoints); returns
+  // whether fn ran.
+  static constexpr int64_t kConsumerWaitNs = 100'000'000;
   template <typename F>
-  void with_consumer_lock(F&& fn) {
-    if (t_consuming == this) {
-      fn();
-      return;
+  bool with_consumer_lock(F&& fn) {
+    for (const Consuming* c = t_consuming; c != nullptr; c = c->prev) {
+      if (c->channel == this) {
+        fn();
+        return true;
+      }
     }
-    std::lock_guard lk(rx_mu_);
+    const int64_t until = now_ns() + kConsumerWaitNs;
+    while (!rx_mu_.try_lock()) {
+      if (now_ns() > until) return false;
+      std::this_thread::yield();
+    }
     fn();
+    rx_mu_.unlock();
+    return true;
   }
 
   bool arm();      // before blocking: false when there is work
@@ -219,15 +233,17 @@ class Channel {
   void hang_up();              // the peer sees its socket close (the descriptor stays valid)
 
  private:
-  // Marks this thread as the channel's consumer while it holds rx_mu_.
+  // Marks this thread as the channel's consumer while it holds rx_mu_: a chain, since a
+  // record's callback may poll and consume another channel.
   struct Consuming {
-    explicit Consuming(const Channel* c) : prev(t_consuming) { t_consuming = c; }
+    explicit Consuming(const Channel* c) : channel(c), prev(t_consuming) { t_consuming = this; }
     ~Consuming() { t_consuming = prev; }
     Consuming(const Consuming&) = delete;
     Consuming& operator=(const Consuming&) = delete;
-    const Channel* prev;
+    const Channel* channel;
+    const Consuming* prev;
   };
-  static thread_local const Channel* t_consuming;
+  static thread_local const Consuming* t_consuming;
 
   template <typename F>
   int consume_locked(int max, F& fn) {  // rx_mu_ held

@@ -93,9 +93,13 @@ void ShmEndpoint::pull_rendezvous(detail::PostedRecv recv, uint64_t seq, size_t 
       post(*ch, std::move(op));
     }
   }
-  Status st;
-  if (mapped) copy_to_output(recv.buf, mapped->at(src), mine);
-  else st = cross_copy(peer_pid_.load(), recv.buf, src, mine, /*into_peer=*/false);
+  Status st = peer_memory_closed();
+  if (!st.ok()) {
+  } else if (mapped) {
+    copy_to_output(recv.buf, mapped->at(src), mine);
+  } else {
+    st = cross_copy(peer_pid_.load(), recv.buf, src, mine, /*into_peer=*/false);
+  }
   if (split) recv.req->part_done(st.ok() ? st : op_failure(*recv.req, st));
   else recv.req->complete(st.ok() ? st : op_failure(*recv.req, st));
   reply(h, Rec::kFin, st, kLast);
@@ -141,8 +145,9 @@ void ShmEndpoint::on_cts(const RecHdr& h) {
       op = o->second;  // kAck erases it
     }
   }
-  Status st;
-  if (h.aux > h.len || h.len != op.len) {
+  Status st = peer_memory_closed();
+  if (!st.ok()) {
+  } else if (h.aux > h.len || h.len != op.len) {
     st = Status::Protocol("bad split from the peer: [{}, {}) of a {}-byte operation", h.aux, h.len, op.len);
   } else {
     // A region that the peer allocated and this side mapped (kCts key: a write's or read's
@@ -171,7 +176,9 @@ void ShmEndpoint::on_cts(const RecHdr& h) {
 }
 
 void ShmEndpoint::on_write(const RecHdr& h) {
-  auto pin = transport_->registry().acquire(h.key, h.addr, h.len, Access::kRemoteWrite);
+  auto pin = h.type == Rec::kWriteCma && !peer_memory_closed().ok()
+                 ? Result<detail::RegionPin>(peer_memory_closed())
+                 : transport_->registry().acquire(h.key, h.addr, h.len, Access::kRemoteWrite);
   if (pin.ok() && h.type == Rec::kWriteCma && (h.flags & kSplit)) return start_split(h, std::move(pin).value());
   Status st = pin.status();
   if (st.ok()) {
@@ -189,7 +196,10 @@ void ShmEndpoint::on_write(const RecHdr& h) {
 }
 
 void ShmEndpoint::on_read(const RecHdr& h) {
-  auto pin = transport_->registry().acquire(h.key, h.addr, h.len, Access::kRemoteRead);
+  // Any read may be answered by copying into the peer's memory (cross-memory attach, or a
+  // split): none once that is closed.
+  auto pin = !peer_memory_closed().ok() ? Result<detail::RegionPin>(peer_memory_closed())
+                                        : transport_->registry().acquire(h.key, h.addr, h.len, Access::kRemoteRead);
   if (!pin.ok()) {
     reply(h, Rec::kAck, pin.status(), kLast);
     return;

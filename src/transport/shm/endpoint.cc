@@ -311,7 +311,23 @@ int ShmEndpoint::poll() {
   return n;
 }
 
-void ShmEndpoint::drain_departed() {
+namespace {
+constexpr int kPeerMemoryOpen = 0, kSaidGoodbye = 1, kPeerHungUp = 2;
+}  // namespace
+
+Status ShmEndpoint::peer_memory_closed() const {
+  switch (peer_memory_.load(std::memory_order_acquire)) {
+    case kSaidGoodbye:
+      return Status::Cancelled("the local context is closing: no more copies with {}'s memory", peer_name());
+    case kPeerHungUp:
+      return Status::PeerFailed("{} hung up: its memory is not copied into or out of any more", peer_name());
+    default:
+      return {};
+  }
+}
+
+void ShmEndpoint::drain_departed(bool peer_waits) {
+  if (!peer_waits) peer_memory_.store(kPeerHungUp, std::memory_order_release);
   Completions done;
   Channel* o = out_raw_.load(std::memory_order_acquire);
   Channel* i = in_raw_.load(std::memory_order_acquire);
@@ -456,17 +472,28 @@ void ShmEndpoint::on_send_fragment(const RecHdr& h) {
     // for an unexpected one is read again soon (the copy into the receive).
     copy_part_to_output(in.dst + h.aux, payload(&h), h.plen, in.posted ? h.len : 0);
   }
-  if (!(h.flags & kLast)) return;
-  if (in.posted) {
-    auto& req = in.posted->req;
+  if (!(h.flags & kLast)) {
+    // fail() could not wait for this thread (Channel::with_consumer_lock gives up after a
+    // while): the receive is this thread's to fail.
+    if (in.posted && failed_flag_.load(std::memory_order_acquire)) {
+      std::shared_ptr<RequestState> req = std::move(in.posted->req);
+      in = Incoming{};
+      req->complete(Status(health().code(), fmt::format("recv from {}: {}", peer_name(), health().message())));
+    }
+    return;
+  }
+  // Taken out first: completing runs callbacks, which may post and reach fail().
+  Incoming whole = std::move(in);
+  in = Incoming{};
+  if (whole.posted) {
+    std::shared_ptr<RequestState> req = std::move(whole.posted->req);
     req->bytes = h.len;
     req->tag = h.key;
     req->complete(Status::Ok());
-  } else if (in.msg) {
-    if (auto attached = matcher_.finish_unexpected(*in.msg))
-      detail::deliver_eager(*attached, in.msg->data.data(), in.msg->length, in.msg->tag);
+  } else if (whole.msg) {
+    if (auto attached = matcher_.finish_unexpected(*whole.msg))
+      detail::deliver_eager(*attached, whole.msg->data.data(), whole.msg->length, whole.msg->tag);
   }
-  in = Incoming{};
 }
 
 std::optional<ShmEndpoint::Op> ShmEndpoint::take_send(uint64_t seq) {
@@ -602,6 +629,7 @@ void ShmEndpoint::tick(int64_t now) {
 void ShmEndpoint::close_gracefully() {
   // This side is leaving: the peer's hang-up in answer is no news.
   set_graceful();
+  peer_memory_.store(kSaidGoodbye, std::memory_order_release);
   for (Channel* ch : {out_raw_.load(), in_raw_.load()}) {
     if (ch != nullptr) ch->say_bye();
   }

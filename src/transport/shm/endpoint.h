@@ -101,10 +101,12 @@ class ShmEndpoint : public detail::TransportEndpoint, public std::enable_shared_
   std::shared_ptr<const std::byte> view_mapped(uint64_t key, uint64_t addr, size_t len) override;
 
   int poll();
-  // The peer went away: handles every record it left in the rings (poll() takes a bounded
-  // number, and none while another thread consumes), so that what it sent before it went
-  // counts; call before fail().
-  void drain_departed();
+  // The peer went away, or said goodbye: handles every record left in the rings (poll()
+  // takes a bounded number, and none while another thread consumes), so that what it sent
+  // before counts; call before fail(). `peer_waits`: the peer said goodbye and waits for our
+  // hang-up, so its memory may still be copied into and out of; otherwise (it hung up) it
+  // handed its requests back, and records that name its memory fail instead.
+  void drain_departed(bool peer_waits);
   // Whether the peer is this process: its rings only change when this process publishes
   // (Channel::local_publishes).
   bool same_process() const {
@@ -158,6 +160,11 @@ class ShmEndpoint : public detail::TransportEndpoint, public std::enable_shared_
   // send_or_done(), with the split copy allowed (`may_split`) or not (send_whole).
   Req post_send(const void* buf, size_t len, uint64_t tag, uint64_t* done_seq, bool may_split);
   Status op_failure(const detail::RequestState& r, const Status& why) const;
+  // Why this side may no longer copy into or out of the peer's memory (Ok: it may): once it
+  // said goodbye (the peer fails right after handling this side's records, at a moment this
+  // side does not know), or while handling the records of a peer that hung up (it handed its
+  // requests back already).
+  Status peer_memory_closed() const;
   Req failed_request(const char* op, const Status& why);
   // Records the operation unless the endpoint failed (then returns the sticky error).
   Status track(uint64_t seq, Op op);
@@ -259,6 +266,7 @@ class ShmEndpoint : public detail::TransportEndpoint, public std::enable_shared_
   Status failed_;
   std::atomic<bool> failed_flag_{false};
   std::atomic<bool> graceful_{false};
+  std::atomic<int> peer_memory_{0};  // kPeerMemoryOpen, or why it closed (peer_memory_closed)
 
   std::mutex map_mu_;  // maps_, opening pidfd_
   // The peer's allocated regions mapped here, by key; null while asked, or once refused.

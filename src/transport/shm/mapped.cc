@@ -128,7 +128,7 @@ uint64_t ShmEndpoint::own_key_copies() noexcept { return g_own_key_copies.load(s
 std::shared_ptr<detail::PeerMapping> ShmEndpoint::usable_mapping(uint64_t key, uint64_t addr, size_t len, Access need) {
   if ((key & detail::kMappableKeyBit) == 0) return nullptr;
   Channel* ch = out_raw_.load(std::memory_order_acquire);
-  if (ch == nullptr || failed_flag_.load(std::memory_order_acquire)) return nullptr;
+  if (ch == nullptr || failed_flag_.load(std::memory_order_acquire) || !peer_memory_closed().ok()) return nullptr;
   std::shared_ptr<detail::PeerMapping> m = mapping_for(*ch, key);
   if (!m || m->revoked() ||
       !detail::check_remote_range(m->key(), m->data_addr(), m->length(), static_cast<Access>(m->access()), addr, len,

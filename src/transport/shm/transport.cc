@@ -117,7 +117,7 @@ class ShmTransport::Watch : public detail::EventHandler {
         // it posted (they name its memory: reads to write into, sends to pull from): handle
         // them, fail, and hang up, which ends its wait.
         ep->set_graceful();
-        close_channel(*ep, Status::Unavailable("it said goodbye"));
+        close_channel(*ep, Status::Unavailable("it said goodbye"), /*peer_waits=*/true);
         ep->hang_up();
         return;
       } else {
@@ -129,10 +129,10 @@ class ShmTransport::Watch : public detail::EventHandler {
   bool spin_target() const noexcept override { return false; }
 
  private:
-  void close_channel(ShmEndpoint& ep, const Status& why) {
+  void close_channel(ShmEndpoint& ep, const Status& why, bool peer_waits = false) {
     closed_ = true;
     t_->engine().remove(ch_->sock(), this);
-    ep.drain_departed();  // what the peer wrote before it went away still counts
+    ep.drain_departed(peer_waits);  // what the peer wrote before it went away still counts
     if (t_->closing_.load(std::memory_order_acquire)) {
       ep.fail(Status::Cancelled("the local context is shutting down (the peer hung up: {})", why.message()));
     } else {
