@@ -426,6 +426,33 @@ TEST_F(TcpConnection, AReadIsNotFailedWhileAReaderCopiesItsResponse) {
   registry_->remove(**region);
 }
 
+// A frame posted on a closed connection fails its request at once, and without the
+// connection's send lock held: completing runs callbacks, and one that posts on the same
+// connection (a striped write_notify's data, failing, sends its order-only frame on the
+// ordered stream) must not find the lock taken by its own thread.
+TEST_F(TcpConnection, AFrameThatCannotGoFailsItsRequestWithoutTheSendLock) {
+  conn_->fail(Status::PeerFailed("test: another stream failed"));
+  auto part = detail::make_request(engine_.get(), "write_notify data", 1);
+  std::shared_ptr<Connection> c = conn_;
+  part->on_complete([c](const Status&) {
+    FrameHeader again;
+    again.type = FrameType::kWriteImm;
+    c->post(again, nullptr, 0);  // as post_order_only does
+  });
+  auto done = std::make_shared<std::promise<void>>();
+  std::future<void> posted = done->get_future();
+  std::thread([c, part, done] {
+    FrameHeader h;
+    h.type = FrameType::kWrite;
+    c->post(h, nullptr, 0, part);
+    done->set_value();
+  }).detach();
+  ASSERT_EQ(posted.wait_for(std::chrono::seconds(2)), std::future_status::ready)
+      << "the post is still inside: its request's callback waits for the send lock its own thread holds";
+  EXPECT_TRUE(part->done());
+  EXPECT_EQ(part->status().code(), Code::kPeerFailed) << part->status().to_string();
+}
+
 // Zero-copy sends leave the payload in the user's pages until the kernel has sent it: a
 // connection that fails with such a frame still unsent (a peer that reads slowly) must not
 // hand the memory back while the kernel may still send from it, or the peer receives what the

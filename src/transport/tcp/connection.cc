@@ -242,6 +242,7 @@ void Connection::post(const FrameHeader& h, const void* payload, size_t len,
                       const std::shared_ptr<detail::RequestState>& part, std::shared_ptr<void> hold) {
   std::unique_lock tx(tx_mu_);
   if (state_.load() == State::kClosed) {
+    tx.unlock();  // completing may run callbacks that post on this connection
     if (part) part->part_done(Status::PeerFailed("connection to {} is closed", remote_));
     return;
   }
@@ -341,6 +342,7 @@ void Connection::flush() {
   bool handshake = st == State::kHandshake;
   if (handshake && !outgoing_) return;
   SmallVector<std::shared_ptr<detail::RequestState>, 8> written;  // no allocation for a few frames
+  Status failed;  // the socket's error: the frames written before it still complete
   while (!txq_.empty()) {
     iovec iov[kMaxIov];
     int n = 0;
@@ -379,11 +381,8 @@ void Connection::flush() {
         break;
       }
       if (errno == EINTR) continue;
-      Status why = Status::PeerFailed("sendmsg to {}: {}", remote_, std::strerror(errno));
-      tx_mu_.unlock();
-      fail(why);
-      tx_mu_.lock();
-      return;
+      failed = Status::PeerFailed("sendmsg to {}: {}", remote_, std::strerror(errno));
+      break;
     }
     uint32_t zc_id = zc ? zc_next_++ : 0;
     last_tx_ns_.store(now_coarse_ns(), std::memory_order_relaxed);
@@ -420,6 +419,11 @@ void Connection::flush() {
     // Completing may run user callbacks that post on this connection: drop the lock first.
     tx_mu_.unlock();
     written.for_each([](std::shared_ptr<detail::RequestState>& r) { r->part_done(Status::Ok()); });
+    tx_mu_.lock();
+  }
+  if (!failed.ok()) {
+    tx_mu_.unlock();
+    fail(failed);
     tx_mu_.lock();
   }
 }
