@@ -17,6 +17,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -361,27 +362,48 @@ std::string get_line(int fd) {
   return line;
 }
 
+// One side of a two-process test: its context, and its endpoint to the other process, which
+// this side reached through the pipes (`in` brings the other's address, `out` takes ours) and
+// checked with an 8-byte message (rank 0 sends it, rank 1 receives it). nullopt on failure.
+struct ShmPeer {
+  std::unique_ptr<Context> ctx;
+  std::shared_ptr<Endpoint> ep;
+};
+
+std::optional<ShmPeer> meet(int rank, int in, int out) {
+  ContextOptions o;
+  o.bind_address = "127.0.0.1";
+  o.rank = rank;
+  auto ctx = Context::create(o);
+  if (!ctx.ok()) return std::nullopt;
+  put_line(out, (*ctx)->address());
+  auto ep = (*ctx)->connect(get_line(in));
+  if (!ep.ok() || (*ep)->transport() != "shm") return std::nullopt;
+  uint64_t ping = 1;
+  Request r = rank == 0 ? (*ep)->send(&ping, sizeof ping, 1) : (*ep)->recv(&ping, sizeof ping, 1);
+  if (!r.wait(kWait).ok()) return std::nullopt;
+  return ShmPeer{std::move(*ctx), std::move(*ep)};
+}
+
+// A receiving process's wait: up to 10 s, its outcome on stderr for the death test to match.
+Status await_receive(Request& r) {
+  Status st = r.wait(std::chrono::seconds(10));
+  std::fprintf(stderr, "receive: %s\n", st.to_string().c_str());
+  return st;
+}
+
 constexpr size_t kHalfMessage = 14000;  // 4 fragments of a 64 KiB ring: 4040 * 3 + 1880
 
 // The receiving process of AReceiveAMessageWasFillingFailsWhenThePeerGoes: posts the receive,
 // says so, and reports how it ended (0: failed with the peer's error, as it should; 2: still
 // waiting 10 s later; 3: succeeded, which it cannot with a message half sent).
 int half_message_receiver(int in, int out) {
-  ContextOptions o;
-  o.bind_address = "127.0.0.1";
-  o.rank = 1;
-  auto ctx = Context::create(o);
-  if (!ctx.ok()) return 4;
-  put_line(out, (*ctx)->address());
-  auto ep = (*ctx)->connect(get_line(in));
-  if (!ep.ok() || (*ep)->transport() != "shm") return 5;
-  uint64_t ping = 0;
-  if (!(*ep)->recv(&ping, sizeof ping, 1).wait(kWait).ok()) return 6;
+  std::optional<ShmPeer> p = meet(1, in, out);
+  if (!p) return 5;
   std::vector<std::byte> buf(kHalfMessage);
-  Request r = (*ep)->recv(buf.data(), buf.size(), 7);
+  Request r = p->ep->recv(buf.data(), buf.size(), 7);
   put_line(out, "ready");
-  Status st = r.wait(std::chrono::seconds(10));
-  std::fprintf(stderr, "receive: %s\n", st.to_string().c_str());
+  Status st = await_receive(r);
   if (st.code() == Code::kTimeout) return 2;
   return st.ok() ? 3 : 0;
 }
@@ -390,16 +412,9 @@ int half_message_receiver(int in, int out) {
 // message, sends the message (the rest stays queued here), and exits without closing its
 // context, as a crashing process would. Returns what went wrong here, or 0.
 int half_message_sender(pid_t rx, int to_rx, int from_rx) {
-  ContextOptions o;
-  o.bind_address = "127.0.0.1";
-  o.rank = 0;
-  auto ctx = Context::create(o);
-  if (!ctx.ok()) return 22;
-  put_line(to_rx, (*ctx)->address());
-  auto ep = (*ctx)->connect(get_line(from_rx));
-  if (!ep.ok()) return 23;
-  uint64_t ping = 1;
-  if (!(*ep)->send(&ping, sizeof ping, 1).wait(kWait).ok()) return 24;
+  std::optional<ShmPeer> p = meet(0, from_rx, to_rx);
+  if (!p) return 22;
+  std::shared_ptr<Endpoint>& ep = p->ep;
   if (get_line(from_rx) != "ready") return 25;
   ::kill(rx, SIGSTOP);  // it consumes nothing more until SIGCONT
   for (int i = 0; i < 200; ++i) {  // stopped: its state in /proc reads 'T'
@@ -412,8 +427,8 @@ int half_message_sender(pid_t rx, int to_rx, int from_rx) {
   }
   std::vector<std::byte> filler(4000), msg = pattern(kHalfMessage, 7);
   for (uint64_t i = 0; i < 13; ++i)  // 13 records of 4056 bytes: 12808 of 65536 left
-    if (!(*ep)->send(filler.data(), filler.size(), 100 + i).wait(std::chrono::seconds(2)).ok()) return 27;
-  Request m = (*ep)->send(msg.data(), msg.size(), 7);
+    if (!ep->send(filler.data(), filler.size(), 100 + i).wait(std::chrono::seconds(2)).ok()) return 27;
+  Request m = ep->send(msg.data(), msg.size(), 7);
   if (m.wait(std::chrono::milliseconds(200)).code() != Code::kTimeout) return 28;  // whole: proves nothing
   ::_exit(0);  // before the context's destructor: the message's last fragment never goes
 }
@@ -462,21 +477,12 @@ constexpr size_t kPulled = 1 << 20;  // past the eager size: the receiver pulls 
 // buffer afterwards; 3 when it got other bytes (written after the send was handed back
 // failed); 2 when it still waited 10 s later; 4 when its buffer changed after it failed.
 int pull_receiver(int in, int out) {
-  ContextOptions o;
-  o.bind_address = "127.0.0.1";
-  o.rank = 1;
-  auto ctx = Context::create(o);
-  if (!ctx.ok()) return 5;
-  put_line(out, (*ctx)->address());
-  auto ep = (*ctx)->connect(get_line(in));
-  if (!ep.ok() || (*ep)->transport() != "shm") return 6;
-  uint64_t ping = 0;
-  if (!(*ep)->recv(&ping, sizeof ping, 1).wait(kWait).ok()) return 7;
+  std::optional<ShmPeer> p = meet(1, in, out);
+  if (!p) return 5;
   std::vector<std::byte> buf(kPulled);
-  Request r = (*ep)->recv(buf.data(), buf.size(), 7);
+  Request r = p->ep->recv(buf.data(), buf.size(), 7);
   put_line(out, "ready");
-  Status st = r.wait(std::chrono::seconds(10));
-  std::fprintf(stderr, "receive: %s\n", st.to_string().c_str());
+  Status st = await_receive(r);
   if (st.code() == Code::kTimeout) return 2;
   if (st.ok()) return buf == pattern(kPulled, 7) ? 0 : 3;
   // Failed: the buffer is this side's again; nothing may write into it any more.
@@ -495,28 +501,20 @@ int pull_sender() {
   pid_t rx = ::fork();
   if (rx < 0) return 21;
   if (rx == 0) ::_exit(pull_receiver(to_rx[0], from_rx[1]));
-  ContextOptions o;
-  o.bind_address = "127.0.0.1";
-  o.rank = 0;
-  auto ctx = Context::create(o);
-  if (!ctx.ok()) return 22;
-  put_line(to_rx[1], (*ctx)->address());
-  auto ep = (*ctx)->connect(get_line(from_rx[0]));
-  if (!ep.ok()) return 23;
-  uint64_t ping = 1;
-  if (!(*ep)->send(&ping, sizeof ping, 1).wait(kWait).ok()) return 24;
+  std::optional<ShmPeer> p = meet(0, from_rx[0], to_rx[1]);
+  if (!p) return 22;
   if (get_line(from_rx[0]) != "ready") return 25;
   ::kill(rx, SIGSTOP);
   int status = 0;
   if (::waitpid(rx, &status, WUNTRACED) != rx || !WIFSTOPPED(status)) return 26;
   std::vector<std::byte> src = pattern(kPulled, 7);
-  Request s = (*ep)->send(src.data(), src.size(), 7);
+  Request s = p->ep->send(src.data(), src.size(), 7);
   std::thread wake([rx] {
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
     ::kill(rx, SIGCONT);
   });
-  ep->reset();
-  ctx->reset();  // a request outlives its context, but only done() and status() may be asked
+  p->ep.reset();
+  p->ctx.reset();  // a request outlives its context, but only done() and status() may be asked
   std::fprintf(stderr, "send: %s\n", s.done() ? s.status().to_string().c_str() : "still pending");
   std::fill(src.begin(), src.end(), std::byte{0xee});  // the context is gone: the memory is the user's
   wake.join();

@@ -149,6 +149,19 @@ class TcpConnection : public ::testing::Test {
     }
     return {peer, conn};
   }
+  // Fails the endpoint from another thread while this one holds the stream's receive lock as
+  // a thread in the middle of `r`'s payload does: `r` must not complete before the reader lets
+  // go of it, and then fails with the endpoint's error.
+  void fail_while_reading(TcpEndpoint* ep, const std::shared_ptr<detail::RequestState>& r, const char* what) {
+    conn_->while_reading([&] {
+      std::thread([ep] { ep->fail(Status::PeerFailed("test: another stream failed")); }).join();
+      EXPECT_FALSE(r->done()) << "the " << what << " was failed while a thread still read into its buffer";
+    });
+    ASSERT_TRUE(r->done()) << "the " << what << " still waits after its reader let go";
+    EXPECT_EQ(r->status().code(), Code::kPeerFailed) << r->status().to_string();
+    EXPECT_NE(r->status().message().find("another stream failed"), std::string::npos) << r->status().message();
+  }
+
   void TearDown() override {
     if (transport_) transport_->shutdown();
     conn_.reset();
@@ -340,13 +353,7 @@ TEST_F(TcpConnection, ARendezvousReceiveIsNotFailedWhileAReaderCopiesIntoIt) {
   std::vector<unsigned char> part(3000, 1);
   send_frame(peer_, d, part.data(), part.size());
   ASSERT_TRUE(arrived(*engine_, buf, 2999));
-  conn_->while_reading([&] {
-    std::thread([ep] { ep->fail(Status::PeerFailed("test: another stream failed")); }).join();
-    EXPECT_FALSE(r->done()) << "the receive was failed while a thread still read into its buffer";
-  });
-  ASSERT_TRUE(r->done()) << "the receive still waits after its reader let go";
-  EXPECT_EQ(r->status().code(), Code::kPeerFailed) << r->status().to_string();
-  EXPECT_NE(r->status().message().find("another stream failed"), std::string::npos) << r->status().message();
+  fail_while_reading(ep, r, "receive");
 }
 
 TEST_F(TcpConnection, AReadIsNotFailedWhileAReaderCopiesItsResponse) {
@@ -415,13 +422,7 @@ TEST_F(TcpConnection, AReadIsNotFailedWhileAReaderCopiesItsResponse) {
   std::vector<unsigned char> part(3000, 1);
   send_frame(peer_, resp, part.data(), part.size());
   ASSERT_TRUE(arrived(*engine_, dst, 2999));
-  conn_->while_reading([&] {
-    std::thread([ep] { ep->fail(Status::PeerFailed("test: another stream failed")); }).join();
-    EXPECT_FALSE(r->done()) << "the read was failed while a thread still read its response into its buffer";
-  });
-  ASSERT_TRUE(r->done()) << "the read still waits after its reader let go";
-  EXPECT_EQ(r->status().code(), Code::kPeerFailed) << r->status().to_string();
-  EXPECT_NE(r->status().message().find("another stream failed"), std::string::npos) << r->status().message();
+  fail_while_reading(ep, r, "read");
   for (int s : socks) close(s);
   registry_->remove(**region);
 }

@@ -327,7 +327,8 @@ Status ShmEndpoint::peer_memory_closed() const {
 }
 
 void ShmEndpoint::drain_departed(bool peer_waits) {
-  if (!peer_waits) peer_memory_.store(kPeerHungUp, std::memory_order_release);
+  int open = kPeerMemoryOpen;  // a goodbye said already stays the reason
+  if (!peer_waits) peer_memory_.compare_exchange_strong(open, kPeerHungUp, std::memory_order_acq_rel);
   Completions done;
   Channel* o = out_raw_.load(std::memory_order_acquire);
   Channel* i = in_raw_.load(std::memory_order_acquire);
