@@ -201,10 +201,10 @@ class Channel {
   // Waits until no thread is in the middle of a record (its fn may be copying into or out
   // of a buffer the record named), then runs fn() with the consumer's lock held: what the
   // consumer keeps between records is fn's to change. Called by a thread that consumes this
-  // channel further up its stack (from inside a record's fn), runs fn at once. Gives up,
-  // without running fn, when the lock stays taken for kConsumerWaitNs: the consumer may be
-  // waiting for this thread (two record callbacks that fail each other's endpoints); returns
-  // whether fn ran.
+  // channel further up its stack (from inside a record's fn), runs fn at once. A thread that
+  // consumes another channel gives up, without running fn, when the lock stays taken for
+  // kConsumerWaitNs: the consumer may be waiting for it (two record callbacks that fail each
+  // other's endpoints); others wait as long as the record takes. Returns whether fn ran.
   static constexpr int64_t kConsumerWaitNs = 100'000'000;
   template <typename F>
   bool with_consumer_lock(F&& fn) {
@@ -214,7 +214,7 @@ class Channel {
         return true;
       }
     }
-    const int64_t until = now_ns() + kConsumerWaitNs;
+    const int64_t until = t_consuming != nullptr ? now_ns() + kConsumerWaitNs : INT64_MAX;
     while (!rx_mu_.try_lock()) {
       if (now_ns() > until) return false;
       std::this_thread::yield();

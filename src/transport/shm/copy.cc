@@ -32,6 +32,9 @@ void ShmEndpoint::pull_rendezvous(detail::PostedRecv recv, uint64_t seq, size_t 
   const uint64_t src = from.addr;
   RecHdr h{};
   h.seq = seq;
+  // Not split once this side copies nothing with the peer's memory: no invitation to push
+  // into a receive that is to fail (the copy below refuses, and the kFin says so).
+  if (!peer_memory_closed().ok()) split = false;
   if (len > recv.capacity) {
     detail::deliver_eager(recv, nullptr, len, tag);  // completes with the size error
     reply(h, Rec::kFin, Status::InvalidArgument("the receiver's buffer ({} bytes) is smaller than the message ({} bytes)",
@@ -93,12 +96,13 @@ void ShmEndpoint::pull_rendezvous(detail::PostedRecv recv, uint64_t seq, size_t 
       post(*ch, std::move(op));
     }
   }
-  Status st = peer_memory_closed();
-  if (!st.ok()) {
-  } else if (mapped) {
-    copy_to_output(recv.buf, mapped->at(src), mine);
-  } else {
-    st = cross_copy(peer_pid_.load(), recv.buf, src, mine, /*into_peer=*/false);
+  Status st = enter_peer_copy();
+  if (st.ok()) {
+    if (mapped)
+      copy_to_output(recv.buf, mapped->at(src), mine);
+    else
+      st = cross_copy(peer_pid_.load(), recv.buf, src, mine, /*into_peer=*/false);
+    leave_peer_copy();
   }
   if (split) recv.req->part_done(st.ok() ? st : op_failure(*recv.req, st));
   else recv.req->complete(st.ok() ? st : op_failure(*recv.req, st));
@@ -145,19 +149,19 @@ void ShmEndpoint::on_cts(const RecHdr& h) {
       op = o->second;  // kAck erases it
     }
   }
-  Status st = peer_memory_closed();
-  if (!st.ok()) {
-  } else if (h.aux > h.len || h.len != op.len) {
+  Status st;
+  if (h.aux > h.len || h.len != op.len) {
     st = Status::Protocol("bad split from the peer: [{}, {}) of a {}-byte operation", h.aux, h.len, op.len);
   } else {
     // A region that the peer allocated and this side mapped (kCts key: a write's or read's
     // target region, a receive buffer): a memcpy; otherwise cross-memory attach.
     const size_t n = h.len - h.aux;
-    if (n > 0) {
+    if (n > 0 && (st = enter_peer_copy()).ok()) {
       if (copy_mapped_now(h.key, h.addr + h.aux, op.dst + h.aux, n, op.read))
         g_mapped_pushes.fetch_add(1, std::memory_order_relaxed);
       else
         st = cross_copy(peer_pid_.load(), op.dst + h.aux, h.addr + h.aux, n, /*into_peer=*/!op.read);
+      leave_peer_copy();
       g_split_pushes.fetch_add(1, std::memory_order_relaxed);
     }
   }
@@ -176,17 +180,17 @@ void ShmEndpoint::on_cts(const RecHdr& h) {
 }
 
 void ShmEndpoint::on_write(const RecHdr& h) {
-  auto pin = h.type == Rec::kWriteCma && !peer_memory_closed().ok()
-                 ? Result<detail::RegionPin>(peer_memory_closed())
-                 : transport_->registry().acquire(h.key, h.addr, h.len, Access::kRemoteWrite);
+  auto pin = transport_->registry().acquire(h.key, h.addr, h.len, Access::kRemoteWrite);
   if (pin.ok() && h.type == Rec::kWriteCma && (h.flags & kSplit)) return start_split(h, std::move(pin).value());
   Status st = pin.status();
   if (st.ok()) {
     auto* dst = reinterpret_cast<std::byte*>(h.addr);
     if (h.type == Rec::kWrite) {
       if (h.plen > 0 && h.aux + h.plen <= h.len) copy_part_to_output(dst + h.aux, payload(&h), h.plen, h.len);
-    } else if (!copy_with_initiator(h, dst, h.len)) {
-      st = cross_copy(peer_pid_.load(), dst, h.aux, h.len, /*into_peer=*/false);
+    } else if ((st = enter_peer_copy()).ok()) {
+      if (!copy_with_initiator(h, dst, h.len))
+        st = cross_copy(peer_pid_.load(), dst, h.aux, h.len, /*into_peer=*/false);
+      leave_peer_copy();
     }
     pin->release();
   }
@@ -196,10 +200,7 @@ void ShmEndpoint::on_write(const RecHdr& h) {
 }
 
 void ShmEndpoint::on_read(const RecHdr& h) {
-  // Any read may be answered by copying into the peer's memory (cross-memory attach, or a
-  // split): none once that is closed.
-  auto pin = !peer_memory_closed().ok() ? Result<detail::RegionPin>(peer_memory_closed())
-                                        : transport_->registry().acquire(h.key, h.addr, h.len, Access::kRemoteRead);
+  auto pin = transport_->registry().acquire(h.key, h.addr, h.len, Access::kRemoteRead);
   if (!pin.ok()) {
     reply(h, Rec::kAck, pin.status(), kLast);
     return;
@@ -209,8 +210,11 @@ void ShmEndpoint::on_read(const RecHdr& h) {
   auto* src = reinterpret_cast<std::byte*>(h.addr);
   if (ch->cma() && (h.flags & kSplit)) return start_split(h, std::move(pin).value());
   if (ch->cma() && h.len > transport_->options().eager_max) {
-    Status st;
-    if (!copy_with_initiator(h, src, h.len)) st = cross_copy(peer_pid_.load(), src, h.aux, h.len, /*into_peer=*/true);
+    Status st = enter_peer_copy();
+    if (st.ok()) {
+      if (!copy_with_initiator(h, src, h.len)) st = cross_copy(peer_pid_.load(), src, h.aux, h.len, /*into_peer=*/true);
+      leave_peer_copy();
+    }
     pin->release();
     reply(h, Rec::kAck, st, kLast);
     return;
@@ -249,8 +253,12 @@ void ShmEndpoint::start_split(const RecHdr& h, detail::RegionPin pin) {
   }
   auto* region = reinterpret_cast<std::byte*>(h.addr);
   const size_t mine = std::min<size_t>(half, h.len);
-  Status st;
-  if (!copy_with_initiator(h, region, mine)) st = cross_copy(peer_pid_.load(), region, h.aux, mine, /*into_peer=*/read);
+  Status st = enter_peer_copy();
+  if (st.ok()) {
+    if (!copy_with_initiator(h, region, mine))
+      st = cross_copy(peer_pid_.load(), region, h.aux, mine, /*into_peer=*/read);
+    leave_peer_copy();
+  }
   split_part_done(h.seq, st);
 }
 

@@ -4,6 +4,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <thread>
 
 #include "base/clock.h"
 #include "base/copy.h"
@@ -326,6 +327,15 @@ Status ShmEndpoint::peer_memory_closed() const {
   }
 }
 
+Status ShmEndpoint::enter_peer_copy() {
+  // Dekker with close_gracefully(): it stores the state, then reads the count; this adds to
+  // the count, then reads the state. One of the two sees the other.
+  peer_copies_.fetch_add(1, std::memory_order_seq_cst);
+  if (peer_memory_.load(std::memory_order_seq_cst) == kPeerMemoryOpen) return {};
+  leave_peer_copy();
+  return peer_memory_closed();
+}
+
 void ShmEndpoint::drain_departed(bool peer_waits) {
   int open = kPeerMemoryOpen;  // a goodbye said already stays the reason
   if (!peer_waits) peer_memory_.compare_exchange_strong(open, kPeerHungUp, std::memory_order_acq_rel);
@@ -630,7 +640,11 @@ void ShmEndpoint::tick(int64_t now) {
 void ShmEndpoint::close_gracefully() {
   // This side is leaving: the peer's hang-up in answer is no news.
   set_graceful();
-  peer_memory_.store(kSaidGoodbye, std::memory_order_release);
+  // Copies with the peer's memory already running finish before the goodbye: the peer fails
+  // right after it handled it, and hands its buffers back.
+  int open = kPeerMemoryOpen;
+  peer_memory_.compare_exchange_strong(open, kSaidGoodbye, std::memory_order_seq_cst);
+  while (peer_copies_.load(std::memory_order_seq_cst) > 0) std::this_thread::yield();
   for (Channel* ch : {out_raw_.load(), in_raw_.load()}) {
     if (ch != nullptr) ch->say_bye();
   }

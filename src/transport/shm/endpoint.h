@@ -165,6 +165,11 @@ class ShmEndpoint : public detail::TransportEndpoint, public std::enable_shared_
   // side does not know), or while handling the records of a peer that hung up (it handed its
   // requests back already).
   Status peer_memory_closed() const;
+  // Around a copy into or out of the peer's memory: enter_peer_copy() refuses once that is
+  // closed (peer_memory_closed), else counts the copy until leave_peer_copy(), so that
+  // close_gracefully() can wait for copies already running before it says goodbye.
+  Status enter_peer_copy();
+  void leave_peer_copy() { peer_copies_.fetch_sub(1, std::memory_order_seq_cst); }
   Req failed_request(const char* op, const Status& why);
   // Records the operation unless the endpoint failed (then returns the sticky error).
   Status track(uint64_t seq, Op op);
@@ -267,6 +272,7 @@ class ShmEndpoint : public detail::TransportEndpoint, public std::enable_shared_
   std::atomic<bool> failed_flag_{false};
   std::atomic<bool> graceful_{false};
   std::atomic<int> peer_memory_{0};  // kPeerMemoryOpen, or why it closed (peer_memory_closed)
+  std::atomic<int> peer_copies_{0};  // copies with the peer's memory running (enter_peer_copy)
 
   std::mutex map_mu_;  // maps_, opening pidfd_
   // The peer's allocated regions mapped here, by key; null while asked, or once refused.

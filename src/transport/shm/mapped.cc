@@ -62,6 +62,8 @@ ShmEndpoint::Req ShmEndpoint::copy_mapped(Channel& ch, const char* name, uint64_
   {
     std::lock_guard lk(mu_);
     if (!failed_.ok()) why = failed_;
+    else if (Status closed = peer_memory_closed(); !closed.ok())
+      why = closed;
     else if (!ops_.empty()) return nullptr;  // an earlier operation is still on the ring: keep the order
   }
   if (why.ok() && peer_exited()) {
