@@ -97,16 +97,20 @@ void ShmEndpoint::pull_rendezvous(detail::PostedRecv recv, uint64_t seq, size_t 
     }
   }
   Status st = enter_peer_copy();
-  if (st.ok()) {
+  const bool counted = st.ok();
+  if (counted) {
     if (mapped)
       copy_to_output(recv.buf, mapped->at(src), mine);
     else
       st = cross_copy(peer_pid_.load(), recv.buf, src, mine, /*into_peer=*/false);
-    leave_peer_copy();
   }
-  if (split) recv.req->part_done(st.ok() ? st : op_failure(*recv.req, st));
-  else recv.req->complete(st.ok() ? st : op_failure(*recv.req, st));
+  // The answer goes out before the copy stops counting: a goodbye said once it does cannot
+  // pass it, so the peer sees how its send ended. Completing (callbacks) comes after.
   reply(h, Rec::kFin, st, kLast);
+  if (counted) leave_peer_copy();
+  if (split) recv.req->part_done(st.ok() ? st : op_failure(*recv.req, st));
+  else
+    recv.req->complete(st.ok() ? st : op_failure(*recv.req, st));
 }
 
 // Sender side of a split rendezvous: push our half into the receiver's buffer.
@@ -150,6 +154,7 @@ void ShmEndpoint::on_cts(const RecHdr& h) {
     }
   }
   Status st;
+  bool counted = false;
   if (h.aux > h.len || h.len != op.len) {
     st = Status::Protocol("bad split from the peer: [{}, {}) of a {}-byte operation", h.aux, h.len, op.len);
   } else {
@@ -157,15 +162,15 @@ void ShmEndpoint::on_cts(const RecHdr& h) {
     // target region, a receive buffer): a memcpy; otherwise cross-memory attach.
     const size_t n = h.len - h.aux;
     if (n > 0 && (st = enter_peer_copy()).ok()) {
+      counted = true;
       if (copy_mapped_now(h.key, h.addr + h.aux, op.dst + h.aux, n, op.read))
         g_mapped_pushes.fetch_add(1, std::memory_order_relaxed);
       else
         st = cross_copy(peer_pid_.load(), op.dst + h.aux, h.addr + h.aux, n, /*into_peer=*/!op.read);
-      leave_peer_copy();
       g_split_pushes.fetch_add(1, std::memory_order_relaxed);
     }
   }
-  if (is_send) op.req->part_done(st.ok() ? st : op_failure(*op.req, st));
+  // As in pull_rendezvous: the answer before the count, completing after it.
   if (Channel* ch = out_raw_.load(std::memory_order_acquire)) {
     OutOp done;
     done.hdr.type = Rec::kPushDone;
@@ -177,6 +182,8 @@ void ShmEndpoint::on_cts(const RecHdr& h) {
     }
     post(*ch, std::move(done));
   }
+  if (counted) leave_peer_copy();
+  if (is_send) op.req->part_done(st.ok() ? st : op_failure(*op.req, st));
 }
 
 void ShmEndpoint::on_write(const RecHdr& h) {
@@ -211,12 +218,12 @@ void ShmEndpoint::on_read(const RecHdr& h) {
   if (ch->cma() && (h.flags & kSplit)) return start_split(h, std::move(pin).value());
   if (ch->cma() && h.len > transport_->options().eager_max) {
     Status st = enter_peer_copy();
-    if (st.ok()) {
-      if (!copy_with_initiator(h, src, h.len)) st = cross_copy(peer_pid_.load(), src, h.aux, h.len, /*into_peer=*/true);
-      leave_peer_copy();
-    }
+    const bool counted = st.ok();
+    if (counted && !copy_with_initiator(h, src, h.len))
+      st = cross_copy(peer_pid_.load(), src, h.aux, h.len, /*into_peer=*/true);
     pin->release();
-    reply(h, Rec::kAck, st, kLast);
+    reply(h, Rec::kAck, st, kLast);  // before the count, as in pull_rendezvous
+    if (counted) leave_peer_copy();
     return;
   }
   OutOp op;

@@ -313,7 +313,7 @@ int ShmEndpoint::poll() {
 }
 
 namespace {
-constexpr int kPeerMemoryOpen = 0, kSaidGoodbye = 1, kPeerHungUp = 2;
+constexpr int kPeerMemoryOpen = 0, kSaidGoodbye = 1, kPeerHungUp = 2, kEndpointFailed = 3;
 }  // namespace
 
 Status ShmEndpoint::peer_memory_closed() const {
@@ -322,6 +322,8 @@ Status ShmEndpoint::peer_memory_closed() const {
       return Status::Cancelled("the local context is closing: no more copies with {}'s memory", peer_name());
     case kPeerHungUp:
       return Status::PeerFailed("{} hung up: its memory is not copied into or out of any more", peer_name());
+    case kEndpointFailed:  // no health(): callers may hold mu_
+      return Status::PeerFailed("the endpoint to {} failed", peer_name());
     default:
       return {};
   }
@@ -698,6 +700,11 @@ void ShmEndpoint::fail(const Status& why) {
       incoming_ = Incoming{};
     });
   }
+  // Copies with the peer's memory that run outside the consumers (a receive's pull on the
+  // user's thread, in recv()) finish too, and none starts from here on.
+  int open = kPeerMemoryOpen;
+  peer_memory_.compare_exchange_strong(open, kEndpointFailed, std::memory_order_seq_cst);
+  while (peer_copies_.load(std::memory_order_seq_cst) > 0) std::this_thread::yield();
   std::vector<std::shared_ptr<RequestState>> unsent;
   for (Channel* ch : {out_raw_.load(), in_raw_.load()}) {
     if (ch == nullptr) continue;

@@ -167,7 +167,8 @@ class ShmEndpoint : public detail::TransportEndpoint, public std::enable_shared_
   Status peer_memory_closed() const;
   // Around a copy into or out of the peer's memory: enter_peer_copy() refuses once that is
   // closed (peer_memory_closed), else counts the copy until leave_peer_copy(), so that
-  // close_gracefully() can wait for copies already running before it says goodbye.
+  // close_gracefully() and fail() can wait for copies already running. Nothing between the
+  // two may complete a request or call fail(): they would wait for their own thread.
   Status enter_peer_copy();
   void leave_peer_copy() { peer_copies_.fetch_sub(1, std::memory_order_seq_cst); }
   Req failed_request(const char* op, const Status& why);

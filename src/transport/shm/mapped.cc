@@ -86,7 +86,12 @@ ShmEndpoint::Req ShmEndpoint::copy_mapped(Channel& ch, const char* name, uint64_
     req->complete(op_failure(*req, why));
     return req;
   }
+  if (Status gate = enter_peer_copy(); !gate.ok()) {
+    req->complete(op_failure(*req, gate));
+    return req;
+  }
   copy_through(*m, addr, local, len, read);
+  leave_peer_copy();
   req->complete(Status::Ok());
   return req;
 }
