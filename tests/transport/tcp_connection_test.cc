@@ -30,17 +30,25 @@
 namespace podnet::tcp {
 namespace {
 
-// A connected loopback TCP pair: {the test's peer socket, the socket the connection adopts};
-// `peer_rcvbuf` bytes of receive buffer on the peer's (0: the default).
-std::pair<int, int> tcp_pair(int peer_rcvbuf = 0) {
-  int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in sa{};
+// A listening socket on a free loopback port (`flags` for socket(), e.g. SOCK_NONBLOCK);
+// `sa` gets its address.
+int loopback_listener(int flags, int backlog, sockaddr_in& sa) {
+  int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | flags, 0);
+  sa = sockaddr_in{};
   sa.sin_family = AF_INET;
   sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   socklen_t len = sizeof sa;
   EXPECT_EQ(bind(lfd, reinterpret_cast<sockaddr*>(&sa), sizeof sa), 0) << std::strerror(errno);
-  EXPECT_EQ(listen(lfd, 1), 0);
+  EXPECT_EQ(listen(lfd, backlog), 0);
   EXPECT_EQ(getsockname(lfd, reinterpret_cast<sockaddr*>(&sa), &len), 0);
+  return lfd;
+}
+
+// A connected loopback TCP pair: {the test's peer socket, the socket the connection adopts};
+// `peer_rcvbuf` bytes of receive buffer on the peer's (0: the default).
+std::pair<int, int> tcp_pair(int peer_rcvbuf = 0) {
+  sockaddr_in sa;
+  int lfd = loopback_listener(0, 1, sa);
   int peer = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (peer_rcvbuf > 0) setsockopt(peer, SOL_SOCKET, SO_RCVBUF, &peer_rcvbuf, sizeof peer_rcvbuf);
   EXPECT_EQ(connect(peer, reinterpret_cast<sockaddr*>(&sa), sizeof sa), 0) << std::strerror(errno);
@@ -162,6 +170,18 @@ class TcpConnection : public ::testing::Test {
     EXPECT_NE(r->status().message().find("another stream failed"), std::string::npos) << r->status().message();
   }
 
+  // Whether `region` deregisters within 2 s. Deregistration waits for the region's pins: in
+  // a thread, so that a pin left behind fails the test instead of hanging it.
+  bool deregisters(const std::shared_ptr<detail::RegionState>& region) {
+    auto done = std::make_shared<std::promise<void>>();
+    std::future<void> removed = done->get_future();
+    std::thread([reg = registry_, region, done] {
+      reg->remove(*region);
+      done->set_value();
+    }).detach();
+    return removed.wait_for(std::chrono::seconds(2)) == std::future_status::ready;
+  }
+
   void TearDown() override {
     if (transport_) transport_->shutdown();
     conn_.reset();
@@ -280,16 +300,7 @@ TEST_P(TcpConnectionClosing, AHalfArrivedWriteDoesNotHoldItsRegion) {
     conn_->fail(Status::PeerFailed("test: another stream failed"));
   }
   for (int i = 0; i < 20; ++i) engine_->poll(10);
-  // Deregistration waits for the region's pins; in a thread, so that a pin left behind fails
-  // the test instead of hanging it.
-  auto done = std::make_shared<std::promise<void>>();
-  std::future<void> removed = done->get_future();
-  std::thread([reg = registry_, rs = *region, done] {
-    reg->remove(*rs);
-    done->set_value();
-  }).detach();
-  EXPECT_EQ(removed.wait_for(std::chrono::seconds(2)), std::future_status::ready)
-      << "deregistration still waits for the closed connection's half-written frame";
+  EXPECT_TRUE(deregisters(*region)) << "deregistration still waits for the closed connection's half-written frame";
 }
 
 // The peer says bye on each of its connections after everything it sent there; one bye
@@ -360,14 +371,8 @@ TEST_F(TcpConnection, AReadIsNotFailedWhileAReaderCopiesItsResponse) {
   TcpEndpoint* ep = conn_->endpoint();
   ASSERT_NE(ep, nullptr);
   // The endpoint's own streams, to a listener of the test's that answers their hellos.
-  int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t salen = sizeof sa;
-  ASSERT_EQ(bind(lfd, reinterpret_cast<sockaddr*>(&sa), sizeof sa), 0) << std::strerror(errno);
-  ASSERT_EQ(listen(lfd, 16), 0);
-  ASSERT_EQ(getsockname(lfd, reinterpret_cast<sockaddr*>(&sa), &salen), 0);
+  sockaddr_in sa;
+  int lfd = loopback_listener(SOCK_NONBLOCK, 16, sa);
   ASSERT_TRUE(ep->start_outgoing({{"127.0.0.1", ntohs(sa.sin_port)}}).ok());
   std::vector<int> socks;
   const size_t want = ep->stream_count();
@@ -486,16 +491,8 @@ TEST_F(TcpConnectionZerocopy, AFailedConnectionSendsNothingFromMemoryItGaveBack)
   TcpEndpoint* ep = conn_->endpoint();
   ASSERT_NE(ep, nullptr);
   ep->fail(Status::PeerFailed("test: another stream failed"));
-  // The region deregisters (in a thread: a pin left behind fails the test instead of hanging
-  // it), and the user writes new bytes into the memory.
-  auto done = std::make_shared<std::promise<void>>();
-  std::future<void> removed = done->get_future();
-  std::thread([reg = registry_, rs = *region, done] {
-    reg->remove(*rs);
-    done->set_value();
-  }).detach();
-  ASSERT_EQ(removed.wait_for(std::chrono::seconds(2)), std::future_status::ready)
-      << "deregistration still waits for the failed connection";
+  // The region deregisters, and the user writes new bytes into the memory.
+  ASSERT_TRUE(deregisters(*region)) << "deregistration still waits for the failed connection";
   std::memset(mem.data(), kNew, mem.size());
   // Everything the peer still receives: the response's header, then its payload.
   std::vector<unsigned char> got;
