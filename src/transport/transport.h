@@ -12,11 +12,27 @@
 
 #include <podnet/xfer.h>
 
+#include <chrono>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
+#include <thread>
+
+#include "base/clock.h"
 
 namespace podnet::detail {
+
+// How long a closing context waits for its peers (what it queued to leave, their answers to
+// its goodbye) before it fails its endpoints anyway.
+inline constexpr int64_t kCloseFlushNs = 2'000'000'000;
+
+// Calls `settled()` every 50 us until it returns true or kCloseFlushNs have passed.
+template <typename F>
+void wait_to_close(F&& settled) {
+  const int64_t until = now_ns() + kCloseFlushNs;
+  while (!settled() && now_ns() < until) std::this_thread::sleep_for(std::chrono::microseconds(50));
+}
 
 class RequestState;
 class RegionState;

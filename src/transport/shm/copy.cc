@@ -1,11 +1,13 @@
 // The target side of one-sided operations and the large-payload copies of shm: checks at the
 // target, cross-memory copies, and the split copies that both sides share (endpoint.h).
+#include "base/copy.h"
+
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <optional>
 #include <vector>
 
-#include "base/copy.h"
 #include "base/log.h"
 #include "transport/shm/endpoint.h"
 #include "transport/shm/transport.h"
@@ -96,18 +98,18 @@ void ShmEndpoint::pull_rendezvous(detail::PostedRecv recv, uint64_t seq, size_t 
       post(*ch, std::move(op));
     }
   }
-  Status st = enter_peer_copy();
-  const bool counted = st.ok();
-  if (counted) {
-    if (mapped)
+  Status st;
+  {
+    PeerCopy copy(*this);
+    st = copy.status();
+    if (st.ok() && mapped)
       copy_to_output(recv.buf, mapped->at(src), mine);
-    else
+    else if (st.ok())
       st = cross_copy(peer_pid_.load(), recv.buf, src, mine, /*into_peer=*/false);
+    // The answer goes out before the copy stops counting: a goodbye said once it does cannot
+    // pass it, so the peer sees how its send ended. Completing (callbacks) comes after.
+    reply(h, Rec::kFin, st, kLast);
   }
-  // The answer goes out before the copy stops counting: a goodbye said once it does cannot
-  // pass it, so the peer sees how its send ended. Completing (callbacks) comes after.
-  reply(h, Rec::kFin, st, kLast);
-  if (counted) leave_peer_copy();
   if (split) recv.req->part_done(st.ok() ? st : op_failure(*recv.req, st));
   else
     recv.req->complete(st.ok() ? st : op_failure(*recv.req, st));
@@ -154,15 +156,14 @@ void ShmEndpoint::on_cts(const RecHdr& h) {
     }
   }
   Status st;
-  bool counted = false;
+  std::optional<PeerCopy> copy;  // only when there is something to copy
   if (h.aux > h.len || h.len != op.len) {
     st = Status::Protocol("bad split from the peer: [{}, {}) of a {}-byte operation", h.aux, h.len, op.len);
   } else {
     // A region that the peer allocated and this side mapped (kCts key: a write's or read's
     // target region, a receive buffer): a memcpy; otherwise cross-memory attach.
     const size_t n = h.len - h.aux;
-    if (n > 0 && (st = enter_peer_copy()).ok()) {
-      counted = true;
+    if (n > 0 && (st = copy.emplace(*this).status()).ok()) {
       if (copy_mapped_now(h.key, h.addr + h.aux, op.dst + h.aux, n, op.read))
         g_mapped_pushes.fetch_add(1, std::memory_order_relaxed);
       else
@@ -182,7 +183,7 @@ void ShmEndpoint::on_cts(const RecHdr& h) {
     }
     post(*ch, std::move(done));
   }
-  if (counted) leave_peer_copy();
+  copy.reset();
   if (is_send) op.req->part_done(st.ok() ? st : op_failure(*op.req, st));
 }
 
@@ -194,10 +195,10 @@ void ShmEndpoint::on_write(const RecHdr& h) {
     auto* dst = reinterpret_cast<std::byte*>(h.addr);
     if (h.type == Rec::kWrite) {
       if (h.plen > 0 && h.aux + h.plen <= h.len) copy_part_to_output(dst + h.aux, payload(&h), h.plen, h.len);
-    } else if ((st = enter_peer_copy()).ok()) {
-      if (!copy_with_initiator(h, dst, h.len))
+    } else {
+      PeerCopy copy(*this);
+      if ((st = copy.status()).ok() && !copy_with_initiator(h, dst, h.len))
         st = cross_copy(peer_pid_.load(), dst, h.aux, h.len, /*into_peer=*/false);
-      leave_peer_copy();
     }
     pin->release();
   }
@@ -217,13 +218,12 @@ void ShmEndpoint::on_read(const RecHdr& h) {
   auto* src = reinterpret_cast<std::byte*>(h.addr);
   if (ch->cma() && (h.flags & kSplit)) return start_split(h, std::move(pin).value());
   if (ch->cma() && h.len > transport_->options().eager_max) {
-    Status st = enter_peer_copy();
-    const bool counted = st.ok();
-    if (counted && !copy_with_initiator(h, src, h.len))
+    PeerCopy copy(*this);
+    Status st = copy.status();
+    if (st.ok() && !copy_with_initiator(h, src, h.len))
       st = cross_copy(peer_pid_.load(), src, h.aux, h.len, /*into_peer=*/true);
     pin->release();
     reply(h, Rec::kAck, st, kLast);  // before the count, as in pull_rendezvous
-    if (counted) leave_peer_copy();
     return;
   }
   OutOp op;
@@ -260,11 +260,11 @@ void ShmEndpoint::start_split(const RecHdr& h, detail::RegionPin pin) {
   }
   auto* region = reinterpret_cast<std::byte*>(h.addr);
   const size_t mine = std::min<size_t>(half, h.len);
-  Status st = enter_peer_copy();
-  if (st.ok()) {
-    if (!copy_with_initiator(h, region, mine))
+  Status st;
+  {
+    PeerCopy copy(*this);
+    if ((st = copy.status()).ok() && !copy_with_initiator(h, region, mine))
       st = cross_copy(peer_pid_.load(), region, h.aux, mine, /*into_peer=*/read);
-    leave_peer_copy();
   }
   split_part_done(h.seq, st);
 }

@@ -338,6 +338,16 @@ Status ShmEndpoint::enter_peer_copy() {
   return peer_memory_closed();
 }
 
+void ShmEndpoint::close_peer_memory(int why) {
+  int open = kPeerMemoryOpen;  // a reason given already stays
+  peer_memory_.compare_exchange_strong(open, why, std::memory_order_seq_cst);
+  while (peer_copies_.load(std::memory_order_seq_cst) > 0) std::this_thread::yield();
+}
+
+Status ShmEndpoint::recv_failure(const Status& why) const {
+  return Status(why.code(), fmt::format("recv from {}: {}", peer_name(), why.message()));
+}
+
 void ShmEndpoint::drain_departed(bool peer_waits) {
   int open = kPeerMemoryOpen;  // a goodbye said already stays the reason
   if (!peer_waits) peer_memory_.compare_exchange_strong(open, kPeerHungUp, std::memory_order_acq_rel);
@@ -491,7 +501,7 @@ void ShmEndpoint::on_send_fragment(const RecHdr& h) {
     if (in.posted && failed_flag_.load(std::memory_order_acquire)) {
       std::shared_ptr<RequestState> req = std::move(in.posted->req);
       in = Incoming{};
-      req->complete(Status(health().code(), fmt::format("recv from {}: {}", peer_name(), health().message())));
+      req->complete(recv_failure(health()));
     }
     return;
   }
@@ -644,9 +654,7 @@ void ShmEndpoint::close_gracefully() {
   set_graceful();
   // Copies with the peer's memory already running finish before the goodbye: the peer fails
   // right after it handled it, and hands its buffers back.
-  int open = kPeerMemoryOpen;
-  peer_memory_.compare_exchange_strong(open, kSaidGoodbye, std::memory_order_seq_cst);
-  while (peer_copies_.load(std::memory_order_seq_cst) > 0) std::this_thread::yield();
+  close_peer_memory(kSaidGoodbye);
   for (Channel* ch : {out_raw_.load(), in_raw_.load()}) {
     if (ch != nullptr) ch->say_bye();
   }
@@ -702,9 +710,7 @@ void ShmEndpoint::fail(const Status& why) {
   }
   // Copies with the peer's memory that run outside the consumers (a receive's pull on the
   // user's thread, in recv()) finish too, and none starts from here on.
-  int open = kPeerMemoryOpen;
-  peer_memory_.compare_exchange_strong(open, kEndpointFailed, std::memory_order_seq_cst);
-  while (peer_copies_.load(std::memory_order_seq_cst) > 0) std::this_thread::yield();
+  close_peer_memory(kEndpointFailed);
   std::vector<std::shared_ptr<RequestState>> unsent;
   for (Channel* ch : {out_raw_.load(), in_raw_.load()}) {
     if (ch == nullptr) continue;
@@ -720,7 +726,7 @@ void ShmEndpoint::fail(const Status& why) {
   for (auto& [seq, op] : ops) op.req->complete(op_failure(*op.req, why));
   for (auto& [seq, op] : sends) op.req->complete(op_failure(*op.req, why));
   for (auto& r : unsent) r->complete(op_failure(*r, why));
-  const Status recv_why(why.code(), fmt::format("recv from {}: {}", peer_name(), why.message()));
+  const Status recv_why = recv_failure(why);
   if (filling) filling->req->complete(recv_why);  // as the matcher completes the others
   matcher_.fail(recv_why);
 }

@@ -171,6 +171,27 @@ class ShmEndpoint : public detail::TransportEndpoint, public std::enable_shared_
   // two may complete a request or call fail(): they would wait for their own thread.
   Status enter_peer_copy();
   void leave_peer_copy() { peer_copies_.fetch_sub(1, std::memory_order_seq_cst); }
+  // A copy with the peer's memory for as long as it lives: status() says whether it may go
+  // (enter_peer_copy), and it stops counting when it goes out of scope.
+  class PeerCopy {
+   public:
+    explicit PeerCopy(ShmEndpoint& ep) : ep_(ep), why_(ep.enter_peer_copy()) {}
+    ~PeerCopy() {
+      if (why_.ok()) ep_.leave_peer_copy();
+    }
+    PeerCopy(const PeerCopy&) = delete;
+    PeerCopy& operator=(const PeerCopy&) = delete;
+    const Status& status() const { return why_; }
+
+   private:
+    ShmEndpoint& ep_;
+    Status why_;
+  };
+  // Closes peer memory for `why` (kSaidGoodbye, kEndpointFailed: no copy starts any more,
+  // unless it closed already) and waits for the copies already running.
+  void close_peer_memory(int why);
+  // The error a receive from this peer fails with when the endpoint fails for `why`.
+  Status recv_failure(const Status& why) const;
   Req failed_request(const char* op, const Status& why);
   // Records the operation unless the endpoint failed (then returns the sticky error).
   Status track(uint64_t seq, Op op);

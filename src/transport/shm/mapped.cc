@@ -86,12 +86,14 @@ ShmEndpoint::Req ShmEndpoint::copy_mapped(Channel& ch, const char* name, uint64_
     req->complete(op_failure(*req, why));
     return req;
   }
-  if (Status gate = enter_peer_copy(); !gate.ok()) {
-    req->complete(op_failure(*req, gate));
-    return req;
+  {
+    PeerCopy copy(*this);
+    if (!copy.status().ok()) {
+      req->complete(op_failure(*req, copy.status()));
+      return req;
+    }
+    copy_through(*m, addr, local, len, read);
   }
-  copy_through(*m, addr, local, len, read);
-  leave_peer_copy();
   req->complete(Status::Ok());
   return req;
 }

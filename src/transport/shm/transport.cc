@@ -9,10 +9,8 @@
 
 #include <cerrno>
 #include <charconv>
-#include <chrono>
 #include <cstring>
 #include <fstream>
-#include <thread>
 
 #include "base/clock.h"
 #include "base/log.h"
@@ -23,7 +21,6 @@
 namespace podnet::shm {
 namespace {
 constexpr unsigned kLocalPollEvery = 8;
-constexpr int64_t kCloseFlushNs = 2'000'000'000;  // shutdown: how long peers may take to hang up
 // poll()'s turns on this thread: counted per thread, so the spin loop writes no shared line.
 thread_local unsigned t_poll_turn = 0;
 }  // namespace
@@ -342,14 +339,14 @@ void ShmTransport::shutdown() {
   // Goodbye first, and the operations handed back only once each peer hung up in answer: it
   // handles every record this side posted before (ShmTransport::Watch), and one still
   // reading them could otherwise copy into or out of memory its user already has back. A peer
-  // that does not answer within kCloseFlushNs (frozen, gone without a hang-up) is left.
+  // that does not answer within detail::kCloseFlushNs (frozen, gone without a hang-up) is
+  // left.
   for (auto& [id, ep] : eps) ep->close_gracefully();
-  const int64_t until = now_ns() + kCloseFlushNs;
-  for (bool waiting = true; waiting && now_ns() < until;) {
-    waiting = false;
-    for (auto& [id, ep] : eps) waiting = waiting || ep->awaits_goodbye();
-    if (waiting) std::this_thread::sleep_for(std::chrono::microseconds(50));
-  }
+  detail::wait_to_close([&] {
+    for (auto& [id, ep] : eps)
+      if (ep->awaits_goodbye()) return false;
+    return true;
+  });
   for (auto& [id, ep] : eps) {
     ep->fail(Status::Cancelled("the local context is shutting down"));
     ep->hang_up();

@@ -779,8 +779,8 @@ void Connection::abort_socket() {
 
 bool Connection::zerocopy_pending() {
   std::lock_guard tx(tx_mu_);
-  if (zc_wait_.empty() && (txq_.empty() || !txq_.front()->zc)) return false;
-  if (state_.load() != State::kClosed) flush();  // also reaps completions
+  if (!holds_user_pages()) return false;
+  if (state_.load() != State::kClosed) flush();  // sends what it can, reaps completions
   return holds_user_pages();
 }
 

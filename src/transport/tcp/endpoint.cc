@@ -13,6 +13,20 @@ namespace podnet::tcp {
 
 using detail::RequestState;
 
+namespace {
+// Moves the entries of `from` that `held` does not keep into `to`.
+template <typename Map, typename Held>
+void take_unless(Map& from, Map& to, Held held) {
+  for (auto it = from.begin(); it != from.end();) {
+    if (held(it->second)) {
+      ++it;
+    } else {
+      to.insert(from.extract(it++));
+    }
+  }
+}
+}  // namespace
+
 TcpEndpoint::TcpEndpoint(TcpTransport* transport, uint64_t peer_id, int peer_rank, std::string peer_listen)
     : transport_(transport), peer_id_(peer_id), peer_rank_(peer_rank), peer_listen_(std::move(peer_listen)) {}
 
@@ -770,21 +784,9 @@ void TcpEndpoint::fail(const Status& why) {
     failed_ = why.ok() ? Status::Internal("endpoint failed without a reason") : why;
     has_failed_.store(true, std::memory_order_release);
     // A connection copying into a read's or receive's buffer completes it when it is done.
-    for (auto it = chunks_.begin(); it != chunks_.end();) {
-      if (it->second.copying) {
-        ++it;
-      } else {
-        chunks.insert(chunks_.extract(it++));
-      }
-    }
+    take_unless(chunks_, chunks, [](const Chunk& c) { return c.copying; });
     sends.swap(sends_);
-    for (auto it = recvs_.begin(); it != recvs_.end();) {
-      if (it->second->copiers > 0) {
-        ++it;
-      } else {
-        recvs.insert(recvs_.extract(it++));
-      }
-    }
+    take_unless(recvs_, recvs, [](const std::shared_ptr<RecvOp>& r) { return r->copiers > 0; });
   }
   if (why.code() == Code::kCancelled || graceful_.load())
     PODNET_INFO(kNet, "{}: {}", peer_name(), why.message());

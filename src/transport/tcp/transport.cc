@@ -9,9 +9,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
-#include <chrono>
 #include <cstring>
-#include <thread>
 
 #include "base/clock.h"
 #include "base/log.h"
@@ -23,7 +21,6 @@ namespace {
 // A closed connection is freed this long after it closed: another thread may still be
 // inside its event handler, and epoll can report an event that was already queued.
 constexpr int64_t kGraveyardNs = 5'000'000'000;
-constexpr int64_t kCloseFlushNs = 2'000'000'000;  // shutdown: zero-copy frames may leave
 
 Result<std::pair<std::string, uint16_t>> split_host_port(std::string_view s) {
   size_t colon = s.rfind(':');
@@ -242,14 +239,13 @@ void TcpTransport::shutdown() {
   }
   for (auto& ep : eps) ep->close_gracefully();
   // Zero-copy frames read the user's pages until the kernel has sent them: a peer that reads
-  // gets them, and the goodbyes behind them, within kCloseFlushNs; the connections of one that
-  // does not are reset when they fail (Connection::fail), their unsent frames dropped.
-  const int64_t until = now_ns() + kCloseFlushNs;
-  for (bool pending = true; pending && now_ns() < until;) {
-    pending = false;
-    for (auto& c : conns) pending = c->zerocopy_pending() || pending;
-    if (pending) std::this_thread::sleep_for(std::chrono::microseconds(50));
-  }
+  // gets them, and the goodbyes behind them, within detail::kCloseFlushNs; the connections
+  // of one that does not are reset when they fail (Connection::fail), unsent frames dropped.
+  detail::wait_to_close([&] {
+    bool pending = false;
+    for (auto& c : conns) pending = c->zerocopy_pending() || pending;  // each flushes
+    return !pending;
+  });
   for (auto& ep : eps) ep->fail(Status::Cancelled("the local context was shut down"));
   for (auto& c : conns) c->fail(Status::Cancelled("shutdown"), false);
   for (auto& l : listeners_) engine_.remove(l->fd(), l.get());

@@ -9,10 +9,8 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <chrono>
 #include <cmath>
 #include <cstring>
-#include <thread>
 
 #include "base/clock.h"
 #include "base/log.h"
@@ -20,7 +18,6 @@
 
 namespace podnet::verbs {
 namespace {
-constexpr int64_t kCloseFlushNs = 2'000'000'000;  // shutdown: what endpoints queued may leave
 constexpr char kBye = 'B';   // sent on the setup socket by a context that closes on purpose
 constexpr char kBeat = 'H';  // heartbeat on the setup socket
 }  // namespace
@@ -406,13 +403,12 @@ void VerbsTransport::shutdown() {
   }
   // What the endpoints queued leaves before the goodbye: their eager sends completed when
   // copied, and the peer's receives count on them. Bounded: a peer that stopped taking
-  // messages holds this up kCloseFlushNs at most.
-  const int64_t until = now_ns() + kCloseFlushNs;
-  for (bool quiet = false; !quiet && now_ns() < until;) {
-    quiet = true;
-    for (auto& [id, ep] : eps) quiet = ep->quiet_for_close() && quiet;
-    if (!quiet) std::this_thread::sleep_for(std::chrono::microseconds(50));
-  }
+  // messages holds this up detail::kCloseFlushNs at most.
+  detail::wait_to_close([&] {
+    bool quiet = true;
+    for (auto& [id, ep] : eps) quiet = ep->quiet_for_close() && quiet;  // each one a step
+    return quiet;
+  });
   for (Oob* o : oobs) {  // the peers see a goodbye, then the socket close
     std::lock_guard olk(o->mu_);
     if (o->state_ == Oob::State::kWatching) {
